@@ -1,0 +1,151 @@
+package aap
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// StreamMode selects how a turn's response is delivered.
+type StreamMode string
+
+// Stream modes. The empty mode means StreamNone.
+const (
+	StreamNone    StreamMode = "none"
+	StreamDelta   StreamMode = "delta"
+	StreamMessage StreamMode = "message"
+)
+
+// HistoryType selects a history in GET /sessions/:id/history.
+type HistoryType string
+
+// History types.
+const (
+	HistoryCompacted HistoryType = "compacted"
+	HistoryFull      HistoryType = "full"
+)
+
+// CreateSessionRequest is the body of POST /sessions.
+type CreateSessionRequest struct {
+	Agent    AgentConfig `json:"agent"`
+	Messages []Message   `json:"messages,omitempty"`
+	Tools    []ToolSpec  `json:"tools,omitempty"`
+}
+
+// UnmarshalJSON decodes the body so that errors name the offending element.
+func (r *CreateSessionRequest) UnmarshalJSON(data []byte) error {
+	var raw struct {
+		Agent    json.RawMessage `json:"agent"`
+		Messages json.RawMessage `json:"messages"`
+		Tools    json.RawMessage `json:"tools"`
+	}
+	if err := strictObject(data, &raw); err != nil {
+		return err
+	}
+	*r = CreateSessionRequest{}
+	if len(raw.Agent) == 0 || string(raw.Agent) == "null" {
+		return fmt.Errorf(`"agent" is required`)
+	}
+	if err := decodeAgent(raw.Agent, &r.Agent); err != nil {
+		return err
+	}
+	if err := decodeList("messages", raw.Messages, &r.Messages); err != nil {
+		return err
+	}
+	return decodeList("tools", raw.Tools, &r.Tools)
+}
+
+// TurnRequest is the body of POST /sessions/:id/turns.
+type TurnRequest struct {
+	Agent    *AgentOverrides `json:"agent,omitempty"`
+	Stream   StreamMode      `json:"stream,omitempty"`
+	Messages []Message       `json:"messages"`
+	// Tools replaces the session's client tools when non-nil.
+	Tools []ToolSpec `json:"tools,omitempty"`
+}
+
+// UnmarshalJSON decodes the body so that errors name the offending element.
+func (r *TurnRequest) UnmarshalJSON(data []byte) error {
+	var raw struct {
+		Agent    json.RawMessage `json:"agent"`
+		Stream   json.RawMessage `json:"stream"`
+		Messages json.RawMessage `json:"messages"`
+		Tools    json.RawMessage `json:"tools"`
+	}
+	if err := strictObject(data, &raw); err != nil {
+		return err
+	}
+	*r = TurnRequest{}
+	if len(raw.Agent) > 0 && string(raw.Agent) != "null" {
+		r.Agent = new(AgentOverrides)
+		if err := decodeField("agent", raw.Agent, r.Agent); err != nil {
+			return err
+		}
+	}
+	if len(raw.Stream) > 0 && string(raw.Stream) != "null" {
+		if err := decodeField("stream", raw.Stream, &r.Stream); err != nil {
+			return err
+		}
+	}
+	if err := decodeList("messages", raw.Messages, &r.Messages); err != nil {
+		return err
+	}
+	return decodeList("tools", raw.Tools, &r.Tools)
+}
+
+// Mode returns the requested stream mode, defaulting to StreamNone.
+func (r TurnRequest) Mode() StreamMode {
+	if r.Stream == "" {
+		return StreamNone
+	}
+	return r.Stream
+}
+
+func decodeAgent(data json.RawMessage, a *AgentConfig) error {
+	var raw struct {
+		Name    json.RawMessage `json:"name"`
+		Tools   json.RawMessage `json:"tools"`
+		Options json.RawMessage `json:"options"`
+	}
+	if err := strictObject(data, &raw); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	if err := decodeField("agent.name", raw.Name, &a.Name); err != nil {
+		return err
+	}
+	if err := decodeList("agent.tools", raw.Tools, &a.Tools); err != nil {
+		return err
+	}
+	return decodeField("agent.options", raw.Options, &a.Options)
+}
+
+// decodeField decodes one field, naming it in the error.
+func decodeField(field string, data json.RawMessage, v any) error {
+	if len(data) == 0 || string(data) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		if te, ok := err.(*json.UnmarshalTypeError); ok {
+			sub := field
+			if te.Field != "" {
+				sub += "." + te.Field
+			}
+			return fmt.Errorf("%s: must be of type %s, not %s", sub, jsonTypeName(te.Type.Kind().String()), te.Value)
+		}
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	return nil
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "map", "struct":
+		return "object"
+	case "slice":
+		return "array"
+	case "bool":
+		return "boolean"
+	case "int", "int64", "float64":
+		return "number"
+	}
+	return kind
+}

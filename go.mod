@@ -1,0 +1,3 @@
+module github.com/aapd/aapd
+
+go 1.26.8
