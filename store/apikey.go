@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// APIKey is a stored API key: everything but the secret, of which only a
+// hash is kept.
+type APIKey struct {
+	TenantID   string
+	PublicID   string
+	Hash       []byte
+	Name       string
+	Scopes     []string
+	CreatedAt  time.Time
+	ExpiresAt  *time.Time
+	RevokedAt  *time.Time
+	LastUsedAt *time.Time
+}
+
+// APIKeyCreateParams describes a new key.
+type APIKeyCreateParams struct {
+	TenantID  string
+	PublicID  string
+	Hash      []byte
+	Name      string
+	Scopes    []string
+	ExpiresAt *time.Time
+}
+
+const apiKeyColumns = `tenant_id::text, public_id, hash, name, scopes, created_at, expires_at, revoked_at, last_used_at`
+
+func scanAPIKey(row interface{ Scan(...any) error }) (APIKey, error) {
+	var k APIKey
+	err := row.Scan(&k.TenantID, &k.PublicID, &k.Hash, &k.Name, &k.Scopes, &k.CreatedAt, &k.ExpiresAt, &k.RevokedAt, &k.LastUsedAt)
+	return k, err
+}
+
+// APIKeyCreate stores a new key.
+func (s *Store) APIKeyCreate(ctx context.Context, p APIKeyCreateParams) (APIKey, error) {
+	if p.Scopes == nil {
+		p.Scopes = []string{}
+	}
+	k, err := scanAPIKey(s.pool.QueryRow(ctx, `
+		INSERT INTO api_keys (tenant_id, public_id, hash, name, scopes, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		RETURNING `+apiKeyColumns,
+		p.TenantID, p.PublicID, p.Hash, p.Name, p.Scopes, p.ExpiresAt))
+	if err != nil {
+		return APIKey{}, fmt.Errorf("create api key: %w", interpretError(err))
+	}
+	return k, nil
+}
+
+// APIKeyGetByPublicID finds a key by the public part of its secret. It is
+// the one tenant-data query that runs before the tenant is known: it is how
+// a request's tenant is found.
+func (s *Store) APIKeyGetByPublicID(ctx context.Context, publicID string) (APIKey, error) {
+	k, err := scanAPIKey(s.pool.QueryRow(ctx,
+		`SELECT `+apiKeyColumns+` FROM api_keys WHERE public_id = $1`, publicID))
+	if err != nil {
+		return APIKey{}, fmt.Errorf("api key %s: %w", publicID, interpretError(err))
+	}
+	return k, nil
+}
+
+// APIKeyList lists a tenant's keys, newest first.
+func (s *Store) APIKeyList(ctx context.Context, tenantID string) ([]APIKey, error) {
+	rows, err := s.pool.Query(ctx,
+		`SELECT `+apiKeyColumns+` FROM api_keys WHERE tenant_id = $1 ORDER BY created_at DESC, public_id`, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("list api keys: %w", interpretError(err))
+	}
+	defer rows.Close()
+	var out []APIKey
+	for rows.Next() {
+		k, err := scanAPIKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list api keys: %w", interpretError(err))
+		}
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list api keys: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// APIKeyRevoke revokes a key; revoking twice keeps the first time.
+func (s *Store) APIKeyRevoke(ctx context.Context, tenantID, publicID string) (APIKey, error) {
+	k, err := scanAPIKey(s.pool.QueryRow(ctx, `
+		UPDATE api_keys SET revoked_at = coalesce(revoked_at, $3)
+		WHERE tenant_id = $1 AND public_id = $2
+		RETURNING `+apiKeyColumns, tenantID, publicID, s.now()))
+	if err != nil {
+		return APIKey{}, fmt.Errorf("revoke api key %s: %w", publicID, interpretError(err))
+	}
+	return k, nil
+}
+
+// APIKeyTouch records that a key was used, at most once a minute per key so
+// that authentication does not write on every request.
+func (s *Store) APIKeyTouch(ctx context.Context, tenantID, publicID string) error {
+	now := s.now()
+	_, err := s.pool.Exec(ctx, `
+		UPDATE api_keys SET last_used_at = $3
+		WHERE tenant_id = $1 AND public_id = $2
+		  AND (last_used_at IS NULL OR last_used_at < $4)`,
+		tenantID, publicID, now, now.Add(-time.Minute))
+	if err != nil {
+		return fmt.Errorf("touch api key %s: %w", publicID, interpretError(err))
+	}
+	return nil
+}

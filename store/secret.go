@@ -1,0 +1,98 @@
+package store
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// sealer encrypts secret option values at rest with AES-256-GCM.
+type sealer struct {
+	aead cipher.AEAD
+}
+
+func newSealer(key []byte) (*sealer, error) {
+	if len(key) != 32 {
+		return nil, fmt.Errorf("encryption key must be 32 bytes, got %d", len(key))
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &sealer{aead: aead}, nil
+}
+
+// openSealer uses the configured key, or else the database's generated one,
+// creating it on first use.
+func (s *Store) openSealer(ctx context.Context, key []byte) (*sealer, error) {
+	if key != nil {
+		return newSealer(key)
+	}
+	generated := make([]byte, 32)
+	if _, err := rand.Read(generated); err != nil {
+		return nil, err
+	}
+	err := s.pool.QueryRow(ctx, `
+		WITH ins AS (
+			INSERT INTO server_settings (name, value) VALUES ('encryption_key', $1)
+			ON CONFLICT (name) DO NOTHING RETURNING value)
+		SELECT value FROM ins
+		UNION ALL SELECT value FROM server_settings WHERE name = 'encryption_key'
+		LIMIT 1`, generated).Scan(&key)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+			return nil, ErrNotMigrated
+		}
+		return nil, fmt.Errorf("load encryption key: %w", interpretError(err))
+	}
+	slog.Warn("no encryption key configured: secret options are sealed with a key kept in the database; set AAPD_ENCRYPTION_KEY in production")
+	return newSealer(key)
+}
+
+// sealJSON encrypts v's JSON; nil for an empty map.
+func (s *sealer) sealJSON(v map[string]string) ([]byte, error) {
+	if len(v) == 0 {
+		return nil, nil
+	}
+	plain, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, s.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return s.aead.Seal(nonce, nonce, plain, nil), nil
+}
+
+// openJSON decrypts what sealJSON produced.
+func (s *sealer) openJSON(sealed []byte) (map[string]string, error) {
+	if len(sealed) == 0 {
+		return nil, nil
+	}
+	n := s.aead.NonceSize()
+	if len(sealed) < n {
+		return nil, errors.New("sealed secrets are truncated")
+	}
+	plain, err := s.aead.Open(nil, sealed[:n], sealed[n:], nil)
+	if err != nil {
+		return nil, fmt.Errorf("decrypt secret options (wrong AAPD_ENCRYPTION_KEY?): %w", err)
+	}
+	var v map[string]string
+	if err := json.Unmarshal(plain, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}

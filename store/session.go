@@ -1,0 +1,280 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/aapd/aapd/aap"
+)
+
+// Session is a stored session.
+type Session struct {
+	TenantID  string
+	ID        string
+	AgentName string
+	// AgentTools are the enabled server tools; nil when none.
+	AgentTools []aap.ServerToolRef
+	// Options are the non-secret option values the client set.
+	Options map[string]string
+	// SecretOptions are the secret option values the client set, decrypted.
+	SecretOptions map[string]string
+	// ClientTools are the client-side tools; nil when none were declared.
+	ClientTools []aap.ToolSpec
+	// Pending are the tool calls the session waits on.
+	Pending []aap.PendingToolCall
+	// ActiveTurnID is the turn holding the session's claim, if any (the
+	// claim may have expired).
+	ActiveTurnID string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// Info returns the session in its AAP shape, with secrets in the clear:
+// callers redact it with aap.SessionInfo.Redact before it leaves the server.
+func (s Session) Info() aap.SessionInfo {
+	info := aap.SessionInfo{
+		SessionID: s.ID,
+		Agent:     aap.AgentConfig{Name: s.AgentName, Tools: s.AgentTools},
+		Tools:     s.ClientTools,
+	}
+	if n := len(s.Options) + len(s.SecretOptions); n > 0 {
+		info.Agent.Options = make(map[string]string, n)
+		for k, v := range s.Options {
+			info.Agent.Options[k] = v
+		}
+		for k, v := range s.SecretOptions {
+			info.Agent.Options[k] = v
+		}
+	}
+	return info
+}
+
+// AllOptions returns the client-set option values, secret ones included.
+func (s Session) AllOptions() map[string]string { return s.Info().Agent.Options }
+
+// SessionCreateParams describes a new session.
+type SessionCreateParams struct {
+	TenantID      string
+	AgentName     string
+	AgentTools    []aap.ServerToolRef
+	Options       map[string]string
+	SecretOptions map[string]string
+	ClientTools   []aap.ToolSpec
+	// Messages seed both histories.
+	Messages []aap.Message
+	// Pending are the tool calls the seed leaves unanswered.
+	Pending []aap.PendingToolCall
+}
+
+// NewSessionID returns an opaque, time-ordered session id.
+func NewSessionID() string { return "sess_" + mustV7() }
+
+func mustV7() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		panic(fmt.Sprintf("uuid v7: %v", err)) // only fails if the system's randomness does
+	}
+	return strings.ReplaceAll(id.String(), "-", "")
+}
+
+// SessionCreate stores a new session and its seed history.
+func (s *Store) SessionCreate(ctx context.Context, p SessionCreateParams) (Session, error) {
+	sealed, err := s.sealer.sealJSON(p.SecretOptions)
+	if err != nil {
+		return Session{}, fmt.Errorf("seal secret options: %w", err)
+	}
+	sess := Session{
+		TenantID: p.TenantID, ID: NewSessionID(), AgentName: p.AgentName, AgentTools: p.AgentTools,
+		Options: p.Options, SecretOptions: p.SecretOptions, ClientTools: p.ClientTools, Pending: p.Pending,
+	}
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `
+			INSERT INTO sessions (tenant_id, id, agent_name, agent_tools, options, secret_options, client_tools, pending_tool_calls)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			RETURNING created_at, updated_at`,
+			p.TenantID, sess.ID, p.AgentName, jsonOrNull(p.AgentTools), jsonObject(p.Options), sealed,
+			jsonOrNull(p.ClientTools), jsonList(p.Pending),
+		).Scan(&sess.CreatedAt, &sess.UpdatedAt)
+		if err != nil {
+			return interpretError(err)
+		}
+		msgs := make([]NewMessage, len(p.Messages))
+		for i, m := range p.Messages {
+			msgs[i] = NewMessage{Message: m, Origin: OriginClient}
+		}
+		_, err = appendMessages(ctx, tx, p.TenantID, sess.ID, "", msgs)
+		return err
+	})
+	if err != nil {
+		return Session{}, fmt.Errorf("create session: %w", err)
+	}
+	return sess, nil
+}
+
+const sessionColumns = `tenant_id::text, id, agent_name, agent_tools, options, secret_options, client_tools,
+	pending_tool_calls, coalesce(active_turn_id, ''), created_at, updated_at`
+
+func (s *Store) scanSession(row interface{ Scan(...any) error }) (Session, error) {
+	return s.scanSessionWith(row)
+}
+
+// scanSessionWith scans a session row followed by more columns into extra.
+func (s *Store) scanSessionWith(row interface{ Scan(...any) error }, extra ...any) (Session, error) {
+	var (
+		sess                                  Session
+		agentTools, options, clientTools, pnd []byte
+		sealed                                []byte
+	)
+	dst := []any{&sess.TenantID, &sess.ID, &sess.AgentName, &agentTools, &options, &sealed, &clientTools,
+		&pnd, &sess.ActiveTurnID, &sess.CreatedAt, &sess.UpdatedAt}
+	err := row.Scan(append(dst, extra...)...)
+	if err != nil {
+		return Session{}, interpretError(err)
+	}
+	if err := unmarshalAll(
+		field{"agent_tools", agentTools, &sess.AgentTools},
+		field{"options", options, &sess.Options},
+		field{"client_tools", clientTools, &sess.ClientTools},
+		field{"pending_tool_calls", pnd, &sess.Pending},
+	); err != nil {
+		return Session{}, fmt.Errorf("session %s: %w", sess.ID, err)
+	}
+	if sess.SecretOptions, err = s.sealer.openJSON(sealed); err != nil {
+		return Session{}, fmt.Errorf("session %s: %w", sess.ID, err)
+	}
+	return sess, nil
+}
+
+// SessionGet loads a session of the tenant; ErrNotFound if the tenant has
+// no such session.
+func (s *Store) SessionGet(ctx context.Context, tenantID, id string) (Session, error) {
+	sess, err := s.scanSession(s.pool.QueryRow(ctx,
+		`SELECT `+sessionColumns+` FROM sessions WHERE tenant_id = $1 AND id = $2`, tenantID, id))
+	if err != nil {
+		return Session{}, fmt.Errorf("load session %s: %w", id, err)
+	}
+	return sess, nil
+}
+
+// SessionListParams selects a page of sessions.
+type SessionListParams struct {
+	TenantID string
+	// After is the cursor of the previous page ("" for the first).
+	After string
+	Limit int
+}
+
+// SessionPage is a page of sessions, newest first.
+type SessionPage struct {
+	Sessions []Session
+	// Next is the cursor of the next page; empty on the last page.
+	Next string
+}
+
+// ErrBadCursor: the pagination cursor was not one this server issued.
+var ErrBadCursor = errors.New("invalid pagination cursor")
+
+// SessionList pages through a tenant's sessions, newest first. Paging is by
+// keyset on the time-ordered session id, so sessions created or deleted
+// between pages never make another appear twice or not at all.
+func (s *Store) SessionList(ctx context.Context, p SessionListParams) (SessionPage, error) {
+	after := ""
+	if p.After != "" {
+		b, err := base64.RawURLEncoding.DecodeString(p.After)
+		if err != nil || !strings.HasPrefix(string(b), "sess_") {
+			return SessionPage{}, ErrBadCursor
+		}
+		after = string(b)
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+sessionColumns+` FROM sessions
+		WHERE tenant_id = $1 AND ($2 = '' OR id < $2)
+		ORDER BY id DESC LIMIT $3`, p.TenantID, after, p.Limit+1)
+	if err != nil {
+		return SessionPage{}, fmt.Errorf("list sessions: %w", interpretError(err))
+	}
+	defer rows.Close()
+	var page SessionPage
+	for rows.Next() {
+		sess, err := s.scanSession(rows)
+		if err != nil {
+			return SessionPage{}, fmt.Errorf("list sessions: %w", err)
+		}
+		page.Sessions = append(page.Sessions, sess)
+	}
+	if err := rows.Err(); err != nil {
+		return SessionPage{}, fmt.Errorf("list sessions: %w", interpretError(err))
+	}
+	if len(page.Sessions) > p.Limit {
+		page.Sessions = page.Sessions[:p.Limit]
+		page.Next = base64.RawURLEncoding.EncodeToString([]byte(page.Sessions[p.Limit-1].ID))
+	}
+	return page, nil
+}
+
+// SessionDelete deletes a session with its histories and turns. It returns
+// the id of the turn that held the session's claim, if any, so the caller
+// can stop it.
+func (s *Store) SessionDelete(ctx context.Context, tenantID, id string) (activeTurnID string, err error) {
+	err = s.pool.QueryRow(ctx,
+		`DELETE FROM sessions WHERE tenant_id = $1 AND id = $2 RETURNING coalesce(active_turn_id, '')`,
+		tenantID, id).Scan(&activeTurnID)
+	if err != nil {
+		return "", fmt.Errorf("delete session %s: %w", id, interpretError(err))
+	}
+	return activeTurnID, nil
+}
+
+// field is a JSON column to decode.
+type field struct {
+	name string
+	data []byte
+	dst  any
+}
+
+func unmarshalAll(fields ...field) error {
+	for _, f := range fields {
+		if len(f.data) == 0 || string(f.data) == "null" {
+			continue
+		}
+		if err := json.Unmarshal(f.data, f.dst); err != nil {
+			return fmt.Errorf("decode %s: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+// jsonOrNull encodes a slice as JSON, or SQL NULL when nil.
+func jsonOrNull[T any](v []T) any {
+	if v == nil {
+		return nil
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// jsonList encodes a slice as a JSON array ([] when nil).
+func jsonList[T any](v []T) string {
+	if v == nil {
+		return "[]"
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// jsonObject encodes a map as a JSON object ({} when nil).
+func jsonObject(m map[string]string) string {
+	if m == nil {
+		return "{}"
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}

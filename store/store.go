@@ -1,0 +1,117 @@
+// Package store keeps aapd's state in Postgres: tenants, API keys, sessions,
+// both histories and turns.
+//
+// All SQL of aapd lives here. Every method that touches a tenant's data takes
+// the tenant in its parameters and filters on it, so no query can forget it;
+// the only queries that run before a tenant is known are the lookups of an API
+// key by its public id (authentication itself) and of a tenant by name
+// (administration). Row types stay inside this package; nothing outside it
+// imports pgx.
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Config configures a Store.
+type Config struct {
+	// DatabaseURL is a Postgres connection string (URL or key=value form).
+	DatabaseURL string
+	// EncryptionKey seals secret option values at rest (AES-256-GCM, 32
+	// bytes). Without one, the store keeps a generated key in the database
+	// itself and warns: fine for development, not for production.
+	EncryptionKey []byte
+	// MaxConns bounds the connection pool; zero means pgxpool's default.
+	MaxConns int32
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Store is aapd's database. It is safe for concurrent use.
+type Store struct {
+	pool   *pgxpool.Pool
+	sealer *sealer
+	now    func() time.Time
+}
+
+// Open connects to the database. It does not migrate it (see Migrate); it
+// fails if the database cannot be reached.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		pcfg.MaxConns = cfg.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database %s: %w", redactURL(cfg.DatabaseURL), interpretError(err))
+	}
+	s := &Store{pool: pool, now: cfg.Now}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.sealer, err = s.openSealer(ctx, cfg.EncryptionKey); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close releases every connection.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping database: %w", interpretError(err))
+	}
+	return nil
+}
+
+// ConnString returns the connection string the store was opened with.
+func (s *Store) ConnString() string { return s.pool.Config().ConnString() }
+
+// dbtx is what both the pool and a transaction offer.
+type dbtx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// inTx runs fn in a transaction, committing if fn returns nil and rolling
+// back otherwise. Transactions never nest.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) (err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return interpretError(err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	return interpretError(tx.Commit(ctx))
+}
+
+func parseConnConfig(databaseURL string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	return cfg, nil
+}
