@@ -12,6 +12,9 @@ type PendingToolCall struct {
 	// Server marks an untrusted server tool call awaiting permission; a
 	// client tool call awaits its result instead.
 	Server bool `json:"server,omitempty"`
+	// Granted marks a server tool call the client allowed whose result is
+	// not recorded yet: the turn that runs it is under way (or died).
+	Granted bool `json:"granted,omitempty"`
 }
 
 // Permission is a client's decision on an untrusted server tool call.

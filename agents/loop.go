@@ -1,0 +1,245 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/store"
+)
+
+// errStepLimit ends a turn whose model keeps calling tools.
+var errStepLimit = errors.New("the agent reached its limit of model calls for one turn")
+
+// turnRun is the agent loop of one turn.
+type turnRun struct {
+	runner  *Runner
+	agent   *Agent
+	turn    store.Turn
+	session store.Session
+	history []Message // what the model sees: the compacted history
+	stream  *Stream
+	usage   Usage
+}
+
+func (t *turnRun) emit(e aap.Event) { t.stream.append(e) }
+
+// run runs the loop until the turn stops: granted tool calls first, then
+// model calls, running trusted tools inline, until the model ends its turn
+// or a tool call needs the client.
+func (t *turnRun) run(ctx context.Context) (aap.StopReason, error) {
+	if err := t.runGranted(ctx); err != nil {
+		return aap.StopError, err
+	}
+	for range t.agent.maxSteps() {
+		resp, err := t.agent.Model.Generate(ctx, t.modelRequest(), t.onDelta)
+		t.usage = t.usage.Add(resp.Usage)
+		if err != nil {
+			t.keepPartial(ctx, resp.Message)
+			return aap.StopError, fmt.Errorf("model: %w", err)
+		}
+		msg := normalize(resp.Message)
+		if len(msg.Content.AsBlocks()) == 0 {
+			return stopReasonOf(resp.StopReason), nil
+		}
+		t.emitMessage(msg.Message)
+		calls := msg.ToolCalls()
+		step := []store.NewMessage{{Message: msg.Message, Extra: msg.Extra, Origin: store.OriginAgent}}
+		var pending []aap.PendingToolCall
+		for _, c := range calls {
+			switch kind := t.classify(c.Name); kind {
+			case toolInline, toolUnknown:
+				content := t.callTool(ctx, c)
+				t.emit(aap.ToolResultEvent(c.ToolCallID, content))
+				step = append(step, store.NewMessage{Message: resultMessage(c.ToolCallID, content), Origin: store.OriginAgent})
+			case toolNeedsPermission:
+				pending = append(pending, aap.PendingToolCall{ToolCall: c, Server: true})
+			case toolClient:
+				pending = append(pending, aap.PendingToolCall{ToolCall: c})
+			}
+		}
+		if err := t.commit(ctx, step, pending); err != nil {
+			return aap.StopError, err
+		}
+		switch {
+		case len(pending) > 0:
+			return aap.StopToolUse, nil
+		case len(calls) == 0:
+			return stopReasonOf(resp.StopReason), nil
+		}
+	}
+	return aap.StopError, errStepLimit
+}
+
+// runGranted runs the server tool calls the client has just allowed.
+func (t *turnRun) runGranted(ctx context.Context) error {
+	var step []store.NewMessage
+	for _, p := range t.session.Pending {
+		if !p.Granted {
+			continue
+		}
+		content := t.callTool(ctx, p.ToolCall)
+		t.emit(aap.ToolResultEvent(p.ToolCallID, content))
+		step = append(step, store.NewMessage{Message: resultMessage(p.ToolCallID, content), Origin: store.OriginAgent})
+	}
+	if len(step) == 0 {
+		return nil
+	}
+	return t.commit(ctx, step, nil)
+}
+
+// commit stores a step's messages and the pending calls, and adds the
+// messages to what the model sees.
+func (t *turnRun) commit(ctx context.Context, msgs []store.NewMessage, pending []aap.PendingToolCall) error {
+	stored, err := t.runner.commitStep(ctx, store.TurnStepParams{
+		TenantID: t.turn.TenantID, SessionID: t.turn.SessionID, TurnID: t.turn.ID,
+		Messages: msgs, Pending: pending,
+	})
+	if err != nil {
+		return err
+	}
+	for _, m := range stored {
+		t.history = append(t.history, Message{Message: m.Message, Extra: m.Extra})
+	}
+	t.session.Pending = pending
+	return nil
+}
+
+// keepPartial stores what a failed or cancelled model call produced before
+// it stopped: its text and thinking (tool calls cannot be run half-made).
+func (t *turnRun) keepPartial(ctx context.Context, m Message) {
+	var blocks []aap.ContentBlock
+	for _, b := range m.Content.AsBlocks() {
+		if b.Type == aap.BlockText || b.Type == aap.BlockThinking {
+			blocks = append(blocks, b)
+		}
+	}
+	if len(blocks) == 0 {
+		return
+	}
+	partial := normalize(Message{Message: aap.AssistantMessage(blocks...), Extra: m.Extra})
+	if t.stream != nil && t.turn.Stream != aap.StreamDelta {
+		t.emitMessage(partial.Message)
+	}
+	// The turn's own context may be cancelled: what was produced is kept
+	// all the same, unless the turn lost its session.
+	if err := t.commit(context.WithoutCancel(ctx), []store.NewMessage{{Message: partial.Message, Extra: partial.Extra, Origin: store.OriginAgent}}, t.session.Pending); err != nil {
+		t.runner.log.Warn("keep partial output", "turn", t.turn.ID, "err", err)
+	}
+}
+
+func (t *turnRun) modelRequest() ModelRequest {
+	opts := t.agent.ResolveOptions(t.session.AllOptions())
+	req := ModelRequest{System: t.agent.System, Messages: t.history, Options: opts}
+	if t.agent.ModelOption != "" {
+		req.Model = opts[t.agent.ModelOption]
+	}
+	for _, ref := range t.session.AgentTools {
+		if tool := t.agent.tool(ref.Name); tool != nil {
+			req.Tools = append(req.Tools, tool.Spec())
+		}
+	}
+	req.Tools = append(req.Tools, t.session.ClientTools...)
+	return req
+}
+
+func (t *turnRun) onDelta(d ModelDelta) {
+	if t.turn.Stream != aap.StreamDelta || d.Text == "" {
+		return
+	}
+	if d.Thinking {
+		t.emit(aap.Event{Type: aap.EventThinkingDelta, Delta: d.Text})
+	} else {
+		t.emit(aap.Event{Type: aap.EventTextDelta, Delta: d.Text})
+	}
+}
+
+// emitMessage emits a finished message's events: its text and thinking as
+// whole events (message and none modes; delta mode streamed them already)
+// and its tool calls.
+func (t *turnRun) emitMessage(m aap.Message) {
+	for _, b := range m.Content.AsBlocks() {
+		switch {
+		case b.Type == aap.BlockToolUse:
+			t.emit(aap.ToolCallEvent(b.ToolCall()))
+		case t.turn.Stream == aap.StreamDelta:
+		case b.Type == aap.BlockText:
+			t.emit(aap.Event{Type: aap.EventText, Text: b.Text})
+		case b.Type == aap.BlockThinking:
+			t.emit(aap.Event{Type: aap.EventThinking, Thinking: b.Thinking})
+		}
+	}
+}
+
+type toolKind int
+
+const (
+	toolUnknown         toolKind = iota // not enabled or not known: answered with an error
+	toolInline                          // trusted server tool: run now
+	toolNeedsPermission                 // untrusted server tool: ask the client
+	toolClient                          // client tool: the client runs it
+)
+
+func (t *turnRun) classify(name string) toolKind {
+	for _, c := range t.session.ClientTools {
+		if c.Name == name {
+			return toolClient
+		}
+	}
+	for _, ref := range t.session.AgentTools {
+		if ref.Name == name && t.agent.tool(name) != nil {
+			if ref.Trust {
+				return toolInline
+			}
+			return toolNeedsPermission
+		}
+	}
+	return toolUnknown
+}
+
+// callTool runs a server tool; failures become the result the model reads.
+func (t *turnRun) callTool(ctx context.Context, c aap.ToolCall) aap.Content {
+	tool := t.agent.tool(c.Name)
+	if tool == nil || t.classify(c.Name) == toolUnknown && !t.isGranted(c.ToolCallID) {
+		return aap.TextContent(fmt.Sprintf("Error: no tool named %q is available", c.Name))
+	}
+	content, err := tool.Call(ctx, c.Input)
+	if err != nil {
+		return aap.TextContent("Error: " + err.Error())
+	}
+	return content
+}
+
+func (t *turnRun) isGranted(id string) bool {
+	for _, p := range t.session.Pending {
+		if p.ToolCallID == id && p.Granted {
+			return true
+		}
+	}
+	return false
+}
+
+func resultMessage(toolCallID string, content aap.Content) aap.Message {
+	return aap.Message{Role: aap.RoleTool, ToolCallID: toolCallID, Content: content}
+}
+
+// normalize writes an assistant message that is a single text block as
+// plain string content, the form the spec shows for a plain answer.
+func normalize(m Message) Message {
+	blocks := m.Content.AsBlocks()
+	if len(blocks) == 1 && blocks[0].Type == aap.BlockText {
+		m.Message = aap.Message{Role: aap.RoleAssistant, Content: aap.TextContent(blocks[0].Text)}
+		return m
+	}
+	m.Message = aap.AssistantMessage(blocks...)
+	return m
+}
+
+func stopReasonOf(r aap.StopReason) aap.StopReason {
+	switch r {
+	case aap.StopMaxTokens, aap.StopRefusal, aap.StopError:
+		return r
+	}
+	return aap.StopEndTurn
+}

@@ -1,0 +1,97 @@
+package agents
+
+import (
+	"maps"
+
+	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/store"
+)
+
+// Texts of the tool messages the server writes on the model's behalf.
+const (
+	// CancelledToolCallText closes a pending tool call when the user sends a
+	// new message instead of answering it, so the history stays valid for
+	// every provider (each tool call followed by its result).
+	CancelledToolCallText = "Tool call cancelled: the user sent a new message"
+	// InterruptedToolCallText closes a granted tool call whose turn stopped
+	// before the tool's result was recorded.
+	InterruptedToolCallText = "Tool call interrupted: the turn running it stopped before it finished"
+	// DeniedToolCallText is the result of a tool call the client denied.
+	DeniedToolCallText = "Tool call denied"
+)
+
+// DenialText is the tool result recorded for a denied tool call.
+func DenialText(reason string) string {
+	if reason == "" {
+		return DeniedToolCallText
+	}
+	return DeniedToolCallText + ": " + reason
+}
+
+// planTurn decides what a turn request changes in its session: overrides,
+// the messages to store before the model runs, and the pending tool calls
+// left for the worker (granted server calls, which it runs first). It is
+// pure: it runs inside the claiming transaction.
+func planTurn(agent *Agent, sess store.Session, req aap.TurnRequest) (store.TurnPlan, error) {
+	if err := aap.ValidateTurn(req, sess.AgentName, sess.AgentTools, agent.Info); err != nil {
+		return store.TurnPlan{}, err
+	}
+	var plan store.TurnPlan
+	if o := req.Agent; o != nil {
+		if o.Tools != nil {
+			plan.SetAgentTools, plan.AgentTools = true, o.Tools
+		}
+		if len(o.Options) > 0 {
+			merged := sess.AllOptions()
+			if merged == nil {
+				merged = map[string]string{}
+			}
+			maps.Copy(merged, o.Options)
+			plan.SetOptions = true
+			plan.Options, plan.SecretOptions = agent.SplitOptions(merged)
+		}
+	}
+	if req.Tools != nil {
+		plan.SetClientTools, plan.ClientTools = true, req.Tools
+	}
+
+	// Granted calls a dead turn never ran can no longer be answered by the
+	// client: close them first, whatever this turn carries.
+	var open []aap.PendingToolCall
+	for _, p := range sess.Pending {
+		if p.Granted {
+			plan.Messages = append(plan.Messages, serverNote(p.ToolCallID, InterruptedToolCallText))
+			continue
+		}
+		open = append(open, p)
+	}
+
+	if req.Messages[0].Role == aap.RoleUser {
+		for _, p := range open {
+			plan.Messages = append(plan.Messages, serverNote(p.ToolCallID, CancelledToolCallText))
+		}
+		plan.Messages = append(plan.Messages, store.NewMessage{Message: req.Messages[0], Origin: store.OriginClient})
+		return plan, nil
+	}
+
+	res, err := aap.ResolveToolCalls(open, req.Messages)
+	if err != nil {
+		return store.TurnPlan{}, err
+	}
+	for _, m := range res.Results {
+		plan.Messages = append(plan.Messages, store.NewMessage{Message: m, Origin: store.OriginClient})
+	}
+	for _, p := range res.Permissions {
+		if !p.Granted {
+			plan.Messages = append(plan.Messages, store.NewMessage{
+				Message: aap.ToolMessage(p.Call.ToolCallID, DenialText(p.Reason)), Origin: store.OriginAgent})
+			continue
+		}
+		plan.Pending = append(plan.Pending, aap.PendingToolCall{ToolCall: p.Call, Server: true, Granted: true})
+	}
+	return plan, nil
+}
+
+func serverNote(toolCallID, text string) store.NewMessage {
+	return store.NewMessage{Message: aap.ToolMessage(toolCallID, text), Origin: store.OriginServer}
+}

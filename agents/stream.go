@@ -1,0 +1,78 @@
+package agents
+
+import (
+	"context"
+	"sync"
+
+	"github.com/aapd/aapd/aap"
+)
+
+// Stream is the live event log of one turn. The turn appends; any number of
+// readers follow from any position without ever slowing the turn down: a
+// reader that falls behind simply reads more at once.
+type Stream struct {
+	mu      sync.Mutex
+	events  []aap.Event
+	closed  bool
+	changed chan struct{} // closed and replaced on every change
+}
+
+func newStream() *Stream { return &Stream{changed: make(chan struct{})} }
+
+// append adds an event; the event's sequence number is its position (from 1).
+func (s *Stream) append(e aap.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.events = append(s.events, e)
+	if e.Type == aap.EventTurnStop {
+		s.closed = true
+	}
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Read returns the events after position after (0 for all), waiting until
+// there is at least one or the stream has ended. done reports that the
+// stream has ended and every event up to its end has been returned.
+func (s *Stream) Read(ctx context.Context, after int) (events []aap.Event, done bool, err error) {
+	for {
+		s.mu.Lock()
+		if after < len(s.events) {
+			events = append(events, s.events[after:]...)
+		}
+		done, changed := s.closed, s.changed
+		s.mu.Unlock()
+		if len(events) > 0 || done {
+			return events, done, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// Wait blocks until the turn_stop event and returns it.
+func (s *Stream) Wait(ctx context.Context) (aap.Event, error) {
+	for {
+		s.mu.Lock()
+		closed, changed := s.closed, s.changed
+		var last aap.Event
+		if closed {
+			last = s.events[len(s.events)-1]
+		}
+		s.mu.Unlock()
+		if closed {
+			return last, nil
+		}
+		select {
+		case <-ctx.Done():
+			return aap.Event{}, ctx.Err()
+		case <-changed:
+		}
+	}
+}
