@@ -43,20 +43,3 @@ type HistoryResponse struct {
 
 // SecretPlaceholder replaces a secret option's value on every read.
 const SecretPlaceholder = "***"
-
-// Redact returns a copy of the session with secret option values replaced by
-// SecretPlaceholder, using the agent's declared option types.
-func (s SessionInfo) Redact(agent AgentInfo) SessionInfo {
-	if len(s.Agent.Options) == 0 {
-		return s
-	}
-	opts := make(map[string]string, len(s.Agent.Options))
-	for k, v := range s.Agent.Options {
-		if o, ok := agent.Option(k); ok && o.Type == OptionSecret {
-			v = SecretPlaceholder
-		}
-		opts[k] = v
-	}
-	s.Agent.Options = opts
-	return s
-}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -16,6 +15,8 @@ import (
 // sealer encrypts secret option values at rest with AES-256-GCM.
 type sealer struct {
 	aead cipher.AEAD
+	// fromDatabase: no key was configured; the key is the database's own.
+	fromDatabase bool
 }
 
 func newSealer(key []byte) (*sealer, error) {
@@ -57,8 +58,11 @@ func (s *Store) openSealer(ctx context.Context, key []byte) (*sealer, error) {
 		}
 		return nil, fmt.Errorf("load encryption key: %w", interpretError(err))
 	}
-	slog.Warn("no encryption key configured: secret options are sealed with a key kept in the database; set AAPD_ENCRYPTION_KEY in production")
-	return newSealer(key)
+	sl, err := newSealer(key)
+	if sl != nil {
+		sl.fromDatabase = true
+	}
+	return sl, err
 }
 
 // sealJSON encrypts v's JSON; nil for an empty map.
@@ -96,3 +100,8 @@ func (s *sealer) openJSON(sealed []byte) (map[string]string, error) {
 	}
 	return v, nil
 }
+
+// KeyFromDatabase reports that no encryption key was configured, so secret
+// options are sealed with a key kept in the database itself: they are then
+// only as safe as the database. Servers warn about it.
+func (s *Store) KeyFromDatabase() bool { return s.sealer.fromDatabase }

@@ -57,6 +57,18 @@ func (s Session) Info() aap.SessionInfo {
 	return info
 }
 
+// RedactedInfo returns the session in its AAP shape as it may leave the
+// server: every secret option value replaced by aap.SecretPlaceholder. It
+// relies on where each value is stored, not on the agent's declaration, so
+// it redacts correctly even if the agent's configuration changed since.
+func (s Session) RedactedInfo() aap.SessionInfo {
+	info := s.Info()
+	for k := range s.SecretOptions {
+		info.Agent.Options[k] = aap.SecretPlaceholder
+	}
+	return info
+}
+
 // AllOptions returns the client-set option values, secret ones included.
 func (s Session) AllOptions() map[string]string { return s.Info().Agent.Options }
 

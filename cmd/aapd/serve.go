@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aapd/aapd/agents"
+	"github.com/aapd/aapd/agents/echo"
+	"github.com/aapd/aapd/httpapi"
+	"github.com/aapd/aapd/store"
+)
+
+// Config is everything `aapd serve` can be told.
+type Config struct {
+	Addr             string
+	DatabaseURL      string
+	NoMigrate        bool
+	MetaRequiresAuth bool
+	CORSOrigins      []string
+	Workers          int
+	Lease            time.Duration
+	DrainTimeout     time.Duration
+	MaxBodyBytes     int64
+	EncryptionKey    []byte
+	Dev              bool
+	LogLevel         slog.Level
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
+	f := newFlagSet("serve", stderr)
+	var cfg Config
+	f.StringVar(&cfg.Addr, "addr", ":8080", "address to listen on")
+	f.fromEnv("addr", "AAPD_ADDR")
+	dbURL := databaseURLFlag(f)
+	f.BoolVar(&cfg.NoMigrate, "no-migrate", false, "do not migrate the database on start")
+	f.fromEnv("no-migrate", "AAPD_NO_MIGRATE")
+	f.BoolVar(&cfg.MetaRequiresAuth, "meta-requires-auth", false, "require an API key for GET /meta")
+	f.fromEnv("meta-requires-auth", "AAPD_META_REQUIRES_AUTH")
+	cors := f.String("cors-origins", "*", "comma-separated browser origins allowed to call the API (* for any, empty for none)")
+	f.fromEnv("cors-origins", "AAPD_CORS_ORIGINS")
+	f.IntVar(&cfg.Workers, "workers", 64, "turns that may run at once in this process")
+	f.fromEnv("workers", "AAPD_WORKERS")
+	f.DurationVar(&cfg.Lease, "turn-lease", 30*time.Second, "how long a turn's claim on its session holds without a heartbeat")
+	f.fromEnv("turn-lease", "AAPD_TURN_LEASE")
+	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "on shutdown, how long running turns may take to finish before they are interrupted")
+	f.fromEnv("drain-timeout", "AAPD_DRAIN_TIMEOUT")
+	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted")
+	f.fromEnv("max-body-bytes", "AAPD_MAX_BODY_BYTES")
+	key := f.String("encryption-key", "", "base64 of 32 random bytes sealing secret options at rest (openssl rand -base64 32)")
+	f.fromEnv("encryption-key", "AAPD_ENCRYPTION_KEY")
+	f.BoolVar(&cfg.Dev, "dev", false, "development mode: create a \"dev\" tenant and print a fresh API key for it")
+	f.fromEnv("dev", "AAPD_DEV")
+	level := f.String("log-level", "info", "debug, info, warn or error")
+	f.fromEnv("log-level", "AAPD_LOG_LEVEL")
+	if err := f.parse(args); err != nil {
+		return Config{}, err
+	}
+	if f.NArg() > 0 {
+		return Config{}, &usageError{fmt.Sprintf("serve: unexpected argument %q", f.Arg(0))}
+	}
+	cfg.DatabaseURL = *dbURL
+	if err := requireDatabaseURL(cfg.DatabaseURL); err != nil {
+		return Config{}, err
+	}
+	for _, o := range strings.Split(*cors, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			cfg.CORSOrigins = append(cfg.CORSOrigins, o)
+		}
+	}
+	if *key != "" {
+		b, err := base64.StdEncoding.DecodeString(*key)
+		if err != nil || len(b) != 32 {
+			return Config{}, &usageError{"--encryption-key must be the base64 of exactly 32 bytes (openssl rand -base64 32)"}
+		}
+		cfg.EncryptionKey = b
+	}
+	if err := cfg.LogLevel.UnmarshalText([]byte(*level)); err != nil {
+		return Config{}, &usageError{fmt.Sprintf("--log-level: %v", err)}
+	}
+	if cfg.Workers < 1 || cfg.Lease < time.Second || cfg.DrainTimeout < 0 || cfg.MaxBodyBytes < 1024 {
+		return Config{}, &usageError{"--workers must be at least 1, --turn-lease at least 1s, --drain-timeout not negative, --max-body-bytes at least 1024"}
+	}
+	return cfg, nil
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg, err := parseServeFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	slog.SetDefault(logger)
+	m, err := Start(ctx, cfg, logger, stderr)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return m.Shutdown()
+}
+
+// Main is a running aapd server: everything `aapd serve` starts, wired
+// together. Tests start it on 127.0.0.1:0.
+type Main struct {
+	cfg      Config
+	log      *slog.Logger
+	Store    *store.Store
+	Instance *store.Instance
+	Runner   *agents.Runner
+	API      *httpapi.Server
+	http     *http.Server
+	ln       net.Listener
+	served   chan error
+}
+
+// Start migrates (unless told not to), connects, and starts serving.
+func Start(ctx context.Context, cfg Config, logger *slog.Logger, stderr io.Writer) (*Main, error) {
+	if !cfg.NoMigrate {
+		res, err := store.Migrate(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return nil, err
+		}
+		logger.Info("database migrated", "applied", len(res.Applied), "version", res.Version)
+	}
+	st, err := store.Open(ctx, store.Config{DatabaseURL: cfg.DatabaseURL, EncryptionKey: cfg.EncryptionKey})
+	if err != nil {
+		return nil, err
+	}
+	if st.KeyFromDatabase() {
+		logger.Warn("no encryption key configured: secret options are sealed with a key kept in the database; set AAPD_ENCRYPTION_KEY in production")
+	}
+	m := &Main{cfg: cfg, log: logger, Store: st, served: make(chan error, 1)}
+	if err := m.start(ctx, stderr); err != nil {
+		m.close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Main) start(ctx context.Context, stderr io.Writer) error {
+	registry, err := agents.NewRegistry(echo.NewAgent())
+	if err != nil {
+		return err
+	}
+	if m.Instance, err = m.Store.StartInstance(ctx, store.InstanceParams{}); err != nil {
+		return err
+	}
+	m.Runner = agents.NewRunner(agents.RunnerConfig{
+		Store: m.Store, Agents: registry, Owner: m.Instance.ID,
+		Workers: m.cfg.Workers, Lease: m.cfg.Lease, Logger: m.log,
+	})
+	m.API = httpapi.New(httpapi.Config{
+		Store: m.Store, Agents: registry, Runner: m.Runner,
+		MetaRequiresAuth: m.cfg.MetaRequiresAuth, CORSOrigins: m.cfg.CORSOrigins,
+		MaxBodyBytes: m.cfg.MaxBodyBytes, Logger: m.log,
+	})
+	if m.cfg.Dev {
+		if err := m.devKey(ctx, stderr); err != nil {
+			return err
+		}
+	}
+	if m.ln, err = net.Listen("tcp", m.cfg.Addr); err != nil {
+		return fmt.Errorf("listen on %s: %w", m.cfg.Addr, err)
+	}
+	m.http = &http.Server{Handler: m.API, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)}
+	go func() { m.served <- m.http.Serve(m.ln) }()
+	m.log.Info("aapd serving", "addr", m.ln.Addr().String(), "agents", registry.Names(), "instance", m.Instance.ID())
+	return nil
+}
+
+// Addr is the address the server listens on.
+func (m *Main) Addr() string { return m.ln.Addr().String() }
+
+// devKey makes sure the "dev" tenant exists and prints a new key for it,
+// revoking the keys earlier dev starts printed.
+func (m *Main) devKey(ctx context.Context, stderr io.Writer) error {
+	t, err := m.Store.TenantGetByName(ctx, "dev")
+	if errors.Is(err, store.ErrNotFound) {
+		t, err = m.Store.TenantCreate(ctx, "dev")
+	}
+	if err != nil {
+		return err
+	}
+	old, err := m.Store.APIKeyList(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	for _, k := range old {
+		if k.Name == "dev-mode" && k.RevokedAt == nil {
+			if _, err := m.Store.APIKeyRevoke(ctx, t.ID, k.PublicID); err != nil {
+				return err
+			}
+		}
+	}
+	key, err := createKey(ctx, m.Store, t.ID, "dev-mode")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "\ndev mode: tenant \"dev\", API key (valid until the next dev start):\n\n    export AAPD_KEY=%s\n\n", key.Secret)
+	return nil
+}
+
+// Shutdown stops accepting requests, lets running turns finish within the
+// drain timeout, interrupts the rest (their streams end with turn_stop
+// "error"), then closes everything.
+func (m *Main) Shutdown() error {
+	m.log.Info("shutting down", "drain_timeout", m.cfg.DrainTimeout.String(), "running_turns", m.Runner.Running())
+	drainCtx, cancel := context.WithTimeout(context.Background(), m.cfg.DrainTimeout)
+	defer cancel()
+	httpDone := make(chan error, 1)
+	go func() {
+		// Shutdown closes the listener at once, then waits for requests in
+		// flight, streams included; they end when their turns do.
+		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.DrainTimeout+10*time.Second)
+		defer cancel()
+		httpDone <- m.http.Shutdown(ctx)
+	}()
+	if err := m.Runner.Shutdown(drainCtx); err != nil {
+		m.log.Warn("drain", "err", err)
+	}
+	if err := <-httpDone; err != nil {
+		m.log.Warn("http shutdown", "err", err)
+		_ = m.http.Close()
+	}
+	m.close()
+	if err := <-m.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	m.log.Info("stopped")
+	return nil
+}
+
+func (m *Main) close() {
+	if m.Instance != nil {
+		m.Instance.Close()
+	}
+	m.Store.Close()
+}

@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/gorilla/mux"
+)
+
+// readBody reads the request body, at most MaxBodyBytes of it.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, err
+		}
+		return nil, probInvalid.with("could not read the request body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, probInvalid.with("the request body is empty; send a JSON object")
+	}
+	return body, nil
+}
+
+// decodeJSON decodes a JSON body into v. Whatever the Content-Type, the
+// body is read as JSON (curl's -d sends a form type by default).
+func decodeJSON(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return probInvalid.with("%s", describeJSONError(body, err))
+	}
+	return nil
+}
+
+// describeJSONError turns a decoding error into a sentence for the client.
+func describeJSONError(body []byte, err error) string {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		line, col := position(body, syntax.Offset)
+		return fmt.Sprintf("malformed JSON at line %d, column %d: %s", line, col, syntax.Error())
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			return fmt.Sprintf("the body must be a JSON object, not %s", typ.Value)
+		}
+		return fmt.Sprintf("%s: must be of type %s, not %s", field, typ.Type, typ.Value)
+	case strings.HasPrefix(err.Error(), "json: "):
+		return "malformed JSON: " + strings.TrimPrefix(err.Error(), "json: ")
+	}
+	return err.Error()
+}
+
+func position(body []byte, offset int64) (line, col int) {
+	line, col = 1, 1
+	for i := int64(0); i < offset-1 && i < int64(len(body)); i++ {
+		if body[i] == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+// sessionID returns the {id} of the route; ids this server never issues are
+// not looked up.
+func sessionID(r *http.Request) (string, error) {
+	id := mux.Vars(r)["id"]
+	if !strings.HasPrefix(id, "sess_") || len(id) > 64 {
+		return "", probNotFound.with("no such session")
+	}
+	return id, nil
+}

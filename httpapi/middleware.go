@@ -1,0 +1,196 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/aapd/aapd/auth"
+	"github.com/aapd/aapd/store"
+)
+
+// responseWriter records the status for logs and metrics, and passes
+// flushes through so streams reach the client event by event.
+type responseWriter struct {
+	http.ResponseWriter
+	status      int
+	wroteHeader bool
+}
+
+func (w *responseWriter) WriteHeader(status int) {
+	if !w.wroteHeader {
+		w.status, w.wroteHeader = status, true
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *responseWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *responseWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+type requestIDKey struct{}
+
+func requestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// observe gives each request an id (X-Request-Id, kept from the client when
+// sane), recovers panics into 500s, and logs and counts every request.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get("X-Request-Id")
+		if !requestIDPattern.MatchString(id) {
+			b := make([]byte, 8)
+			_, _ = rand.Read(b)
+			id = hex.EncodeToString(b)
+		}
+		w.Header().Set("X-Request-Id", id)
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+		rw := &responseWriter{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.ErrorContext(r.Context(), "panic serving request", "panic", v, "request_id", id)
+				if !rw.wroteHeader {
+					writeProblem(rw, r, probInternal.with("the server could not complete the request"))
+				}
+			}
+			route := "unmatched"
+			if m := mux.CurrentRoute(r); m != nil {
+				route, _ = m.GetPathTemplate()
+			}
+			s.metrics.observeRequest(r.Method, route, rw.status, time.Since(start))
+			s.log.InfoContext(r.Context(), "request", "method", r.Method, "route", route, "path", r.URL.Path,
+				"status", rw.status, "duration_ms", time.Since(start).Milliseconds(), "request_id", id)
+		}()
+		next.ServeHTTP(rw, r)
+	})
+}
+
+// cors lets browser applications (such as the AAP web playground) call the
+// API from the origins allowed. Credentials are bearer tokens, never cookies,
+// so the wildcard origin is safe.
+func (s *Server) cors(next http.Handler) http.Handler {
+	allowAll := false
+	allowed := map[string]bool{}
+	for _, o := range s.cfg.CORSOrigins {
+		if o == "*" {
+			allowAll = true
+		}
+		allowed[strings.TrimSuffix(o, "/")] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin == "" || !(allowAll || allowed[origin]) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		h.Add("Vary", "Origin")
+		if allowAll {
+			h.Set("Access-Control-Allow-Origin", "*")
+		} else {
+			h.Set("Access-Control-Allow-Origin", origin)
+		}
+		h.Set("Access-Control-Expose-Headers", "Aapd-Turn-Id, Retry-After, Location, X-Request-Id, Idempotent-Replayed")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Idempotency-Key, Last-Event-ID, X-Request-Id")
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authenticate requires a valid API key and puts its Principal in the
+// request's context. A database outage is a 503, not a 401: the key may be
+// fine.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.principal(r)
+		if err != nil {
+			prob, internal := toProblem(err)
+			if internal {
+				s.log.ErrorContext(r.Context(), "authenticate", "err", err)
+			}
+			writeProblem(w, r, prob)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(auth.NewContext(r.Context(), p)))
+	})
+}
+
+func (s *Server) principal(r *http.Request) (auth.Principal, error) {
+	header := r.Header.Get("Authorization")
+	if header == "" {
+		return auth.Principal{}, probUnauthorized.with("send an API key as Authorization: Bearer <key>")
+	}
+	scheme, key, ok := strings.Cut(header, " ")
+	key = strings.TrimSpace(key)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+		return auth.Principal{}, invalidToken("the Authorization header must be Bearer <key>")
+	}
+	publicID, err := auth.ParseKey(key)
+	if err != nil {
+		return auth.Principal{}, invalidToken("the API key is malformed")
+	}
+	rec, err := s.cfg.Store.APIKeyGetByPublicID(r.Context(), publicID)
+	if errors.Is(err, store.ErrNotFound) {
+		return auth.Principal{}, invalidToken("unknown API key")
+	}
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	switch err := auth.VerifyKey(key, auth.StoredKey{Hash: rec.Hash, RevokedAt: rec.RevokedAt, ExpiresAt: rec.ExpiresAt}, s.now()); {
+	case errors.Is(err, auth.ErrRevokedKey):
+		return auth.Principal{}, invalidToken("the API key has been revoked")
+	case errors.Is(err, auth.ErrExpiredKey):
+		return auth.Principal{}, invalidToken("the API key has expired")
+	case err != nil:
+		return auth.Principal{}, invalidToken("unknown API key")
+	}
+	if err := s.cfg.Store.APIKeyTouch(r.Context(), rec.TenantID, rec.PublicID); err != nil {
+		s.log.WarnContext(r.Context(), "record key use", "key", rec.PublicID, "err", err)
+	}
+	return auth.Principal{TenantID: rec.TenantID, KeyID: rec.PublicID, Scopes: rec.Scopes}, nil
+}
+
+func invalidToken(detail string) *Problem {
+	p := probUnauthorized.with("%s", detail)
+	p.authError = "invalid_token"
+	return p
+}
+
+// tenantOf returns the authenticated tenant; routes behind authenticate
+// always have one.
+func tenantOf(r *http.Request) string {
+	p, _ := auth.FromContext(r.Context())
+	return p.TenantID
+}

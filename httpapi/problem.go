@@ -1,0 +1,154 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/agents"
+	"github.com/aapd/aapd/store"
+)
+
+// ProblemTypeBase prefixes every problem type; docs/errors.md describes each.
+const ProblemTypeBase = "https://aapd.dev/problems/"
+
+// Problem is an RFC 9457 problem detail, the body of every error response.
+type Problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail,omitempty"`
+	Instance  string `json:"instance,omitempty"`
+	RequestID string `json:"requestId,omitempty"`
+	// Field is the JSON path of the offending value of a bad request.
+	Field string `json:"field,omitempty"`
+	// TurnID is the running turn a 409 conflicts with.
+	TurnID string `json:"turnId,omitempty"`
+
+	retryAfter int    // seconds; sets Retry-After when > 0
+	authError  string // sets WWW-Authenticate's error when non-empty
+}
+
+// Error makes a *Problem an error that handlers can return.
+func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Title, p.Detail) }
+
+// problem kinds: one stable type slug, title and status each.
+var (
+	probInvalid      = kind{"invalid-request", "Invalid request", http.StatusBadRequest}
+	probUnauthorized = kind{"unauthorized", "Unauthorized", http.StatusUnauthorized}
+	probNotFound     = kind{"not-found", "Not found", http.StatusNotFound}
+	probMethod       = kind{"method-not-allowed", "Method not allowed", http.StatusMethodNotAllowed}
+	probTurnRunning  = kind{"turn-running", "A turn is already running", http.StatusConflict}
+	probTooLarge     = kind{"payload-too-large", "Request body too large", http.StatusRequestEntityTooLarge}
+	probIdempotency  = kind{"idempotency-key-reused", "Idempotency key reused", http.StatusUnprocessableEntity}
+	probOverloaded   = kind{"overloaded", "Server busy", http.StatusServiceUnavailable}
+	probUnavailable  = kind{"unavailable", "Service unavailable", http.StatusServiceUnavailable}
+	probInternal     = kind{"internal", "Internal server error", http.StatusInternalServerError}
+)
+
+type kind struct {
+	slug   string
+	title  string
+	status int
+}
+
+func (k kind) with(format string, args ...any) *Problem {
+	return &Problem{Type: ProblemTypeBase + k.slug, Title: k.title, Status: k.status, Detail: fmt.Sprintf(format, args...)}
+}
+
+// toProblem maps an error returned by a handler to the problem the client
+// sees. Errors it does not know are internal: logged, never shown.
+func toProblem(err error) (p *Problem, internal bool) {
+	var (
+		prob    *Problem
+		aapErr  *aap.Error
+		running *store.TurnRunningError
+		tooBig  *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &prob):
+		return prob, false
+	case errors.As(err, &aapErr):
+		p = probInvalid.with("%s", aapErr.Error())
+		p.Field = aapErr.Field
+		return p, false
+	case errors.As(err, &tooBig):
+		return probTooLarge.with("the request body exceeds the limit of %d bytes", tooBig.Limit), false
+	case errors.As(err, &running):
+		p = probTurnRunning.with("the session is running turn %s; retry when it has finished", running.TurnID)
+		p.TurnID, p.retryAfter = running.TurnID, 1
+		return p, false
+	case errors.Is(err, store.ErrNotFound):
+		return probNotFound.with("no such session"), false
+	case errors.Is(err, store.ErrIdempotencyMismatch):
+		return probIdempotency.with("this Idempotency-Key was used with a different request body; use a new key for a new request"), false
+	case errors.Is(err, agents.ErrUnknownAgent):
+		return probInvalid.with("%s", err.Error()), false
+	case errors.Is(err, agents.ErrOverloaded):
+		p = probOverloaded.with("every turn worker is busy; retry shortly")
+		p.retryAfter = 2
+		return p, false
+	case errors.Is(err, agents.ErrShutdown):
+		p = probUnavailable.with("the server is shutting down; retry on another replica or shortly")
+		p.retryAfter = 2
+		return p, false
+	case errors.Is(err, store.ErrUnavailable):
+		p = probUnavailable.with("the database is unavailable; retry shortly")
+		p.retryAfter = 5
+		return p, true
+	}
+	return probInternal.with("the server could not complete the request"), true
+}
+
+// writeProblem writes p as application/problem+json.
+func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	if p.retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(p.retryAfter))
+	}
+	if p.Status == http.StatusUnauthorized {
+		challenge := `Bearer realm="aapd"`
+		if p.authError != "" {
+			challenge += fmt.Sprintf(`, error=%q`, p.authError)
+		}
+		h.Set("WWW-Authenticate", challenge)
+	}
+	if p.Instance == "" {
+		p.Instance = r.URL.Path
+	}
+	p.RequestID = requestIDFrom(r.Context())
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// handlerFunc is an HTTP handler that returns its error instead of writing it.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// handle adapts a handlerFunc: a returned error becomes a problem response,
+// and an internal one is logged with the request id.
+func (s *Server) handle(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := h(w, r)
+		if err == nil {
+			return
+		}
+		p, internal := toProblem(err)
+		if internal {
+			s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", p.Status, "err", err)
+		} else if p.Status >= 500 {
+			s.log.WarnContext(r.Context(), "request refused", "status", p.Status, "err", err)
+		}
+		if rw, ok := w.(*responseWriter); ok && rw.wroteHeader {
+			// The response is under way (a stream): too late for a problem.
+			s.log.WarnContext(r.Context(), "error after the response started", "err", err, slog.String("path", r.URL.Path))
+			return
+		}
+		writeProblem(w, r, p)
+	})
+}

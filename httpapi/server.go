@@ -1,0 +1,140 @@
+// Package httpapi serves AAP v3 over HTTP: the protocol's seven endpoints
+// exactly as the specification writes them, aapd's documented extensions,
+// and the operational endpoints (/healthz, /readyz, /metrics).
+//
+// Handlers return errors; one adapter turns them into RFC 9457 problem
+// responses from one table (problem.go). Routes are registered in one place,
+// routes below, with public and authenticated subrouters.
+package httpapi
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/aapd/aapd/agents"
+	"github.com/aapd/aapd/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes = 10 << 20 // 10 MiB: room for data: URI images
+	DefaultPageLimit    = 20
+	MaxPageLimit        = 100
+	DefaultKeepAlive    = 15 * time.Second
+)
+
+// Config configures a Server.
+type Config struct {
+	Store  *store.Store
+	Agents *agents.Registry
+	Runner *agents.Runner
+	// MetaRequiresAuth closes GET /meta to requests without a valid key.
+	MetaRequiresAuth bool
+	// CORSOrigins are the browser origins allowed to call the API; "*"
+	// allows any.
+	CORSOrigins []string
+	// MaxBodyBytes bounds request bodies (413 beyond).
+	MaxBodyBytes int64
+	// KeepAlive is the idle time after which a stream sends a comment.
+	KeepAlive time.Duration
+	Logger    *slog.Logger
+	Now       func() time.Time
+}
+
+// Server is aapd's HTTP API.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	now     func() time.Time
+	metrics *metrics
+	handler http.Handler
+}
+
+// New returns a server ready to serve.
+func New(cfg Config) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, metrics: newMetrics(cfg.Runner.Running)}
+	s.handler = s.cors(s.observe(s.routes()))
+	return s
+}
+
+// ServeHTTP serves a request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// routes registers every route, in one place.
+func (s *Server) routes() http.Handler {
+	r := mux.NewRouter()
+	r.NotFoundHandler = s.handle(func(http.ResponseWriter, *http.Request) error {
+		return probNotFound.with("no such endpoint")
+	})
+	r.MethodNotAllowedHandler = s.handle(func(http.ResponseWriter, *http.Request) error {
+		return probMethod.with("this endpoint does not take that method")
+	})
+
+	// Operations: always public.
+	r.Handle("/healthz", s.handle(s.healthz)).Methods(http.MethodGet)
+	r.Handle("/readyz", s.handle(s.readyz)).Methods(http.MethodGet)
+	r.Handle("/metrics", s.metrics.handler()).Methods(http.MethodGet)
+
+	meta := s.handle(s.getMeta)
+	if s.cfg.MetaRequiresAuth {
+		meta = s.authenticate(meta)
+	}
+	r.Handle("/meta", meta).Methods(http.MethodGet)
+
+	api := r.NewRoute().Subrouter()
+	api.Use(s.authenticate)
+	api.Handle("/sessions", s.handle(s.listSessions)).Methods(http.MethodGet)
+	api.Handle("/sessions", s.handle(s.createSession)).Methods(http.MethodPost)
+	api.Handle("/sessions/{id}", s.handle(s.getSession)).Methods(http.MethodGet)
+	api.Handle("/sessions/{id}", s.handle(s.deleteSession)).Methods(http.MethodDelete)
+	api.Handle("/sessions/{id}/history", s.handle(s.getHistory)).Methods(http.MethodGet)
+	api.Handle("/sessions/{id}/turns", s.handle(s.postTurn)).Methods(http.MethodPost)
+	return r
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz reports whether this process can serve: it fails while the
+// database is unreachable, so a load balancer sends traffic elsewhere.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	if err := s.cfg.Store.Ping(r.Context()); err != nil {
+		p := probUnavailable.with("the database is unavailable")
+		p.retryAfter = 5
+		return p
+	}
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) getMeta(w http.ResponseWriter, _ *http.Request) error {
+	return writeJSON(w, http.StatusOK, s.cfg.Agents.Meta())
+}
+
+// writeJSON writes v as a JSON response.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+	return nil
+}

@@ -1,0 +1,116 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/store"
+)
+
+// createSession is POST /sessions: validate everything, then store.
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var req aap.CreateSessionRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return err
+	}
+	if req.Agent.Name == "" {
+		return &aap.Error{Field: "agent.name", Msg: "required"}
+	}
+	agent, ok := s.cfg.Agents.Get(req.Agent.Name)
+	if !ok {
+		return &aap.Error{Field: "agent.name", Msg: fmt.Sprintf("unknown agent %q (this server has %s)",
+			req.Agent.Name, strings.Join(quote(s.cfg.Agents.Names()), ", "))}
+	}
+	if err := aap.ValidateCreateSession(req, agent.Info); err != nil {
+		return err
+	}
+	plain, secret := agent.SplitOptions(req.Agent.Options)
+	sess, err := s.cfg.Store.SessionCreate(r.Context(), store.SessionCreateParams{
+		TenantID:      tenantOf(r),
+		AgentName:     agent.Info.Name,
+		AgentTools:    req.Agent.Tools,
+		Options:       plain,
+		SecretOptions: secret,
+		ClientTools:   req.Tools,
+		Messages:      req.Messages,
+		Pending:       aap.PendingFromHistory(req.Messages, req.Tools),
+	})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/sessions/"+sess.ID)
+	return writeJSON(w, http.StatusCreated, aap.CreateSessionResponse{SessionID: sess.ID})
+}
+
+// getSession is GET /sessions/:id.
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	sess, err := s.cfg.Store.SessionGet(r.Context(), tenantOf(r), id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, sess.RedactedInfo())
+}
+
+// listSessions is GET /sessions: newest first, paged by an opaque cursor.
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit := DefaultPageLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxPageLimit {
+			return &aap.Error{Field: "limit", Msg: fmt.Sprintf("must be a whole number from 1 to %d", MaxPageLimit)}
+		}
+		limit = n
+	}
+	page, err := s.cfg.Store.SessionList(r.Context(), store.SessionListParams{
+		TenantID: tenantOf(r), After: q.Get("after"), Limit: limit,
+	})
+	if err == store.ErrBadCursor {
+		return &aap.Error{Field: "after", Msg: "not a cursor this server issued: pass the \"next\" value of a previous page"}
+	}
+	if err != nil {
+		return err
+	}
+	out := aap.SessionList{Sessions: make([]aap.SessionInfo, len(page.Sessions)), Next: page.Next}
+	for i, sess := range page.Sessions {
+		out.Sessions[i] = sess.RedactedInfo()
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// deleteSession is DELETE /sessions/:id. A turn running on the session is
+// stopped; nothing of the session is left.
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	active, err := s.cfg.Store.SessionDelete(r.Context(), tenantOf(r), id)
+	if err != nil {
+		return err
+	}
+	if active != "" {
+		s.cfg.Runner.Stop(active)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func quote(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strconv.Quote(n)
+	}
+	return out
+}
