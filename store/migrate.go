@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -52,4 +53,35 @@ func migrate(ctx context.Context, db *sql.DB) (MigrateResult, error) {
 		return res, fmt.Errorf("read schema version: %w", interpretError(err))
 	}
 	return res, nil
+}
+
+// CreateDatabase creates the database named in databaseURL if it does not
+// exist yet, connecting to the same server's "postgres" database to do so.
+// It reports whether it created it.
+func CreateDatabase(ctx context.Context, databaseURL string) (bool, error) {
+	cfg, err := parseConnConfig(databaseURL)
+	if err != nil {
+		return false, err
+	}
+	name := cfg.Database
+	if name == "" {
+		return false, fmt.Errorf("the database url names no database")
+	}
+	cfg.Database = "postgres"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return false, fmt.Errorf("connect to the server's postgres database: %w", interpretError(err))
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return false, fmt.Errorf("look for database %s: %w", name, interpretError(err))
+	}
+	if exists {
+		return false, nil
+	}
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
+		return false, fmt.Errorf("create database %s: %w", name, interpretError(err))
+	}
+	return true, nil
 }

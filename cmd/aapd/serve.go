@@ -23,6 +23,7 @@ type Config struct {
 	Addr             string
 	DatabaseURL      string
 	NoMigrate        bool
+	CreateDatabase   bool
 	MetaRequiresAuth bool
 	CORSOrigins      []string
 	Workers          int
@@ -42,6 +43,8 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 	dbURL := databaseURLFlag(f)
 	f.BoolVar(&cfg.NoMigrate, "no-migrate", false, "do not migrate the database on start")
 	f.fromEnv("no-migrate", "AAPD_NO_MIGRATE")
+	f.BoolVar(&cfg.CreateDatabase, "create-database", false, "create the database named in the URL if it does not exist")
+	f.fromEnv("create-database", "AAPD_CREATE_DATABASE")
 	f.BoolVar(&cfg.MetaRequiresAuth, "meta-requires-auth", false, "require an API key for GET /meta")
 	f.fromEnv("meta-requires-auth", "AAPD_META_REQUIRES_AUTH")
 	cors := f.String("cors-origins", "*", "comma-separated browser origins allowed to call the API (* for any, empty for none)")
@@ -122,6 +125,15 @@ type Main struct {
 
 // Start migrates (unless told not to), connects, and starts serving.
 func Start(ctx context.Context, cfg Config, logger *slog.Logger, stderr io.Writer) (*Main, error) {
+	if cfg.CreateDatabase {
+		created, err := store.CreateDatabase(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return nil, err
+		}
+		if created {
+			logger.Info("database created")
+		}
+	}
 	if !cfg.NoMigrate {
 		res, err := store.Migrate(ctx, cfg.DatabaseURL)
 		if err != nil {
