@@ -551,4 +551,3 @@ func TestCORSAllowsBrowserApplications(t *testing.T) {
 		t.Errorf("a disallowed origin was allowed")
 	}
 }
-
