@@ -18,12 +18,14 @@ type turnRun struct {
 	agent   *Agent
 	turn    store.Turn
 	session store.Session
-	history []Message // what the model sees: the compacted history
-	stream  *Stream
-	usage   Usage
+	history  []Message // what the model sees: the compacted history
+	stream   *Stream
+	recorder *recorder
+	usage    Usage
 }
 
-func (t *turnRun) emit(e aap.Event) { t.stream.append(e) }
+// emit sends an event to the turn's live stream and records it.
+func (t *turnRun) emit(e aap.Event) { t.recorder.add(t.stream.append(e), e) }
 
 // run runs the loop until the turn stops: granted tool calls first, then
 // model calls, running trusted tools inline, until the model ends its turn

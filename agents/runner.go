@@ -55,6 +55,7 @@ type Runner struct {
 	running  map[string]*activeTurn // by turn id
 	stopping atomic.Bool
 	wg       sync.WaitGroup
+	wakeups  wakeups
 }
 
 type activeTurn struct {
@@ -95,9 +96,10 @@ type StartParams struct {
 // Handle is a started turn.
 type Handle struct {
 	Turn store.Turn
-	// Stream carries the turn's events, from turn_start to turn_stop.
-	Stream *Stream
-	// Replay is true when an idempotency key matched an earlier turn.
+	// Events carries the turn's events, from turn_start to turn_stop.
+	Events EventSource
+	// Replay is true when an idempotency key matched an earlier turn: Events
+	// replays that turn (following it if it still runs) and nothing new ran.
 	Replay bool
 }
 
@@ -118,7 +120,7 @@ func (r *Runner) Start(ctx context.Context, p StartParams) (*Handle, error) {
 	release := func() { <-r.slots }
 
 	var agent *Agent
-	begun, err := r.store.TurnBegin(ctx, store.TurnBeginParams{
+	params := store.TurnBeginParams{
 		TenantID: p.TenantID, SessionID: p.SessionID, Stream: p.Request.Mode(),
 		Owner: r.cfg.Owner(), Lease: r.cfg.Lease,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
@@ -129,7 +131,12 @@ func (r *Runner) Start(ctx context.Context, p StartParams) (*Handle, error) {
 			}
 			return planTurn(agent, sess, p.Request)
 		},
-	})
+	}
+	begun, err := r.store.TurnBegin(ctx, params)
+	if errors.Is(err, store.ErrConflict) && p.IdempotencyKey != "" {
+		// A retry raced its original: the original's turn now exists.
+		begun, err = r.store.TurnBegin(ctx, params)
+	}
 	if err != nil {
 		release()
 		return nil, err
@@ -137,21 +144,23 @@ func (r *Runner) Start(ctx context.Context, p StartParams) (*Handle, error) {
 	if begun.Interrupted != "" {
 		r.log.Info("took over the session of a dead turn", "session", p.SessionID, "interrupted_turn", begun.Interrupted)
 	}
+	ref := store.TurnRef{TenantID: p.TenantID, SessionID: p.SessionID, TurnID: begun.Turn.ID}
 	if begun.Replay {
 		release()
-		return &Handle{Turn: begun.Turn, Stream: r.liveStream(begun.Turn.ID), Replay: true}, nil
+		return &Handle{Turn: begun.Turn, Events: r.Follow(ref), Replay: true}, nil
 	}
 
 	history, err := r.store.History(ctx, store.HistoryParams{
 		TenantID: p.TenantID, SessionID: p.SessionID, Type: aap.HistoryCompacted})
 	if err != nil {
 		release()
-		r.finish(context.WithoutCancel(ctx), begun.Turn, store.TurnFailed, aap.StopError, err, Usage{})
+		r.finish(context.WithoutCancel(ctx), begun.Turn, store.TurnFailed, aap.StopError, err, Usage{},
+			[]store.TurnEvent{{Seq: 1, Event: aap.TurnStart()}, {Seq: 2, Event: aap.TurnStop(aap.StopError)}})
 		return nil, err
 	}
 	run := &turnRun{
 		runner: r, agent: agent, turn: begun.Turn, session: begun.Session,
-		history: make([]Message, len(history)), stream: newStream(),
+		history: make([]Message, len(history)), stream: newStream(), recorder: newRecorder(r.store, ref),
 	}
 	for i, m := range history {
 		run.history[i] = Message{Message: m.Message, Extra: m.Extra}
@@ -169,7 +178,7 @@ func (r *Runner) Start(ctx context.Context, p StartParams) (*Handle, error) {
 		defer cancel(nil)
 		r.execute(turnCtx, run)
 	}()
-	return &Handle{Turn: begun.Turn, Stream: run.stream}, nil
+	return &Handle{Turn: begun.Turn, Events: run.stream}, nil
 }
 
 // liveStream returns the stream of a turn running in this process, if any.
@@ -191,16 +200,22 @@ func (r *Runner) execute(ctx context.Context, run *turnRun) {
 		delete(r.running, run.turn.ID)
 		r.mu.Unlock()
 	}()
-	hbCtx, stopHeartbeat := context.WithCancel(ctx)
-	hbDone := make(chan struct{})
+	// The heartbeat and the recorder live as long as the loop.
+	helpers, stopHelpers := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(2)
 	go func() {
-		defer close(hbDone)
-		r.heartbeat(hbCtx, run)
+		defer wg.Done()
+		r.heartbeat(helpers, run)
+	}()
+	go func() {
+		defer wg.Done()
+		run.recorder.run(helpers)
 	}()
 
 	stop, err := run.run(ctx)
-	stopHeartbeat()
-	<-hbDone
+	stopHelpers()
+	wg.Wait()
 
 	status := store.TurnCompleted
 	cause := context.Cause(ctx)
@@ -216,16 +231,22 @@ func (r *Runner) execute(ctx context.Context, run *turnRun) {
 	if err != nil {
 		r.log.Warn("turn ended with an error", "session", run.turn.SessionID, "turn", run.turn.ID, "status", status, "err", err)
 	}
-	r.finish(context.WithoutCancel(ctx), run.turn, status, stop, err, run.usage)
-	run.emit(aap.TurnStop(stop))
+	// The final events, turn_stop included, are recorded with the turn's
+	// end; only then is turn_stop sent, so a client that sees it can send
+	// its next turn at once.
+	stopEvent := aap.TurnStop(stop)
+	events := append(run.recorder.take(), store.TurnEvent{Seq: run.stream.Len() + 1, Event: stopEvent})
+	r.finish(context.WithoutCancel(ctx), run.turn, status, stop, err, run.usage, events)
+	run.stream.append(stopEvent)
 }
 
 // finish records a turn's end and releases its session, retrying while the
 // database is unavailable.
-func (r *Runner) finish(ctx context.Context, turn store.Turn, status store.TurnStatus, stop aap.StopReason, err error, usage Usage) {
+func (r *Runner) finish(ctx context.Context, turn store.Turn, status store.TurnStatus, stop aap.StopReason, err error, usage Usage, events []store.TurnEvent) {
 	p := store.TurnFinishParams{
 		TenantID: turn.TenantID, SessionID: turn.SessionID, TurnID: turn.ID,
 		Status: status, StopReason: stop, InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens,
+		Events: events,
 	}
 	if err != nil {
 		p.Error = err.Error()
@@ -280,10 +301,14 @@ func (r *Runner) heartbeat(ctx context.Context, run *turnRun) {
 			return
 		case <-t.C:
 		}
-		err := r.store.TurnHeartbeat(ctx, run.turn.TenantID, run.turn.SessionID, run.turn.ID, r.cfg.Lease)
+		cancelled, err := r.store.TurnHeartbeat(ctx, run.recorder.ref, r.cfg.Lease)
 		if errors.Is(err, store.ErrClaimLost) {
 			r.cancelTurn(run.turn.ID, store.ErrClaimLost)
 			return
+		}
+		if cancelled {
+			// The cancel notification was missed; the flag is not.
+			r.cancelTurn(run.turn.ID, ErrCancelled)
 		}
 		if err != nil && ctx.Err() == nil {
 			r.log.Warn("turn heartbeat", "turn", run.turn.ID, "err", err)

@@ -19,12 +19,13 @@ type Stream struct {
 
 func newStream() *Stream { return &Stream{changed: make(chan struct{})} }
 
-// append adds an event; the event's sequence number is its position (from 1).
-func (s *Stream) append(e aap.Event) {
+// append adds an event and returns its sequence number: its position,
+// from 1.
+func (s *Stream) append(e aap.Event) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return
+		return len(s.events)
 	}
 	s.events = append(s.events, e)
 	if e.Type == aap.EventTurnStop {
@@ -32,6 +33,14 @@ func (s *Stream) append(e aap.Event) {
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
+	return len(s.events)
+}
+
+// Len is the number of events so far.
+func (s *Stream) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.events)
 }
 
 // Read returns the events after position after (0 for all), waiting until

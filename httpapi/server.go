@@ -105,6 +105,12 @@ func (s *Server) routes() http.Handler {
 	api.Handle("/sessions/{id}", s.handle(s.deleteSession)).Methods(http.MethodDelete)
 	api.Handle("/sessions/{id}/history", s.handle(s.getHistory)).Methods(http.MethodGet)
 	api.Handle("/sessions/{id}/turns", s.handle(s.postTurn)).Methods(http.MethodPost)
+
+	// Extensions (docs/durability.md): turns as first-class records.
+	api.Handle("/sessions/{id}/turns", s.handle(s.listTurns)).Methods(http.MethodGet)
+	api.Handle("/sessions/{id}/turns/{turnId}", s.handle(s.getTurn)).Methods(http.MethodGet)
+	api.Handle("/sessions/{id}/turns/{turnId}/events", s.handle(s.turnEvents)).Methods(http.MethodGet)
+	api.Handle("/sessions/{id}/turns/{turnId}/cancel", s.handle(s.cancelTurn)).Methods(http.MethodPost)
 	return r
 }
 

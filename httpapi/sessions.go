@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -12,6 +13,10 @@ import (
 
 // createSession is POST /sessions: validate everything, then store.
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -32,18 +37,23 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	plain, secret := agent.SplitOptions(req.Agent.Options)
-	sess, err := s.cfg.Store.SessionCreate(r.Context(), store.SessionCreateParams{
-		TenantID:      tenantOf(r),
-		AgentName:     agent.Info.Name,
-		AgentTools:    req.Agent.Tools,
-		Options:       plain,
-		SecretOptions: secret,
-		ClientTools:   req.Tools,
-		Messages:      req.Messages,
-		Pending:       aap.PendingFromHistory(req.Messages, req.Tools),
+	sess, replayed, err := s.cfg.Store.SessionCreate(r.Context(), store.SessionCreateParams{
+		TenantID:       tenantOf(r),
+		AgentName:      agent.Info.Name,
+		AgentTools:     req.Agent.Tools,
+		Options:        plain,
+		SecretOptions:  secret,
+		ClientTools:    req.Tools,
+		Messages:       req.Messages,
+		Pending:        aap.PendingFromHistory(req.Messages, req.Tools),
+		IdempotencyKey: key,
+		RequestHash:    requestHash(r, body),
 	})
 	if err != nil {
 		return err
+	}
+	if replayed {
+		w.Header().Set(ReplayedHeader, "true")
 	}
 	w.Header().Set("Location", "/sessions/"+sess.ID)
 	return writeJSON(w, http.StatusCreated, aap.CreateSessionResponse{SessionID: sess.ID})
@@ -64,20 +74,15 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 
 // listSessions is GET /sessions: newest first, paged by an opaque cursor.
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	limit := DefaultPageLimit
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxPageLimit {
-			return &aap.Error{Field: "limit", Msg: fmt.Sprintf("must be a whole number from 1 to %d", MaxPageLimit)}
-		}
-		limit = n
+	limit, err := pageLimit(r)
+	if err != nil {
+		return err
 	}
 	page, err := s.cfg.Store.SessionList(r.Context(), store.SessionListParams{
-		TenantID: tenantOf(r), After: q.Get("after"), Limit: limit,
+		TenantID: tenantOf(r), After: r.URL.Query().Get("after"), Limit: limit,
 	})
-	if err == store.ErrBadCursor {
-		return &aap.Error{Field: "after", Msg: "not a cursor this server issued: pass the \"next\" value of a previous page"}
+	if errors.Is(err, store.ErrBadCursor) {
+		return badCursor()
 	}
 	if err != nil {
 		return err
@@ -101,10 +106,34 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if active != "" {
-		s.cfg.Runner.Stop(active)
+		// Stop the turn wherever it runs: here at once, elsewhere through
+		// the notification (and, failing that, its next heartbeat).
+		if !s.cfg.Runner.Stop(active) {
+			if err := s.cfg.Store.Notify(r.Context(), store.CancelChannel, active); err != nil {
+				s.log.WarnContext(r.Context(), "notify cancel", "turn", active, "err", err)
+			}
+		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// pageLimit reads the optional ?limit= of a list: DefaultPageLimit when
+// absent, at most MaxPageLimit.
+func pageLimit(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return DefaultPageLimit, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > MaxPageLimit {
+		return 0, &aap.Error{Field: "limit", Msg: fmt.Sprintf("must be a whole number from 1 to %d", MaxPageLimit)}
+	}
+	return n, nil
+}
+
+func badCursor() error {
+	return &aap.Error{Field: "after", Msg: `not a cursor this server issued: pass the "next" value of a previous page`}
 }
 
 func quote(names []string) []string {

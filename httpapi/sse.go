@@ -7,15 +7,8 @@ import (
 	"net/http"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/agents"
 )
-
-// eventSource is where a stream's events come from: a turn running in this
-// process, or a turn's recorded events.
-type eventSource interface {
-	// Read returns the events after position after, waiting until there is
-	// at least one or the turn has ended; done reports the end.
-	Read(ctx context.Context, after int) (events []aap.Event, done bool, err error)
-}
 
 // sseWriter writes Server-Sent Events, flushing each batch so the client
 // sees every event as soon as it happens.
@@ -57,7 +50,7 @@ func (s *sseWriter) flush() error { return s.rc.Flush() }
 // streamEvents writes the events of src after position after until the turn
 // ends or the client goes away, with a keep-alive comment whenever the turn
 // is quiet for KeepAlive. The turn goes on if the client leaves.
-func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, src eventSource, after int) error {
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, src agents.EventSource, after int) error {
 	out := startSSE(w)
 	pos := after
 	for {

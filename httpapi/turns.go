@@ -1,7 +1,14 @@
 package httpapi
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/agents"
@@ -20,6 +27,10 @@ func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -35,35 +46,208 @@ func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) error {
 	}
 	h, err := s.cfg.Runner.Start(r.Context(), agents.StartParams{
 		TenantID: tenantOf(r), SessionID: id, Request: req,
+		IdempotencyKey: key, RequestHash: requestHash(r, body),
 	})
 	if err != nil {
 		return err
 	}
 	w.Header().Set(TurnIDHeader, h.Turn.ID)
-	if req.Mode() == aap.StreamNone {
-		return s.respondTurnJSON(w, r, h)
+	if h.Replay {
+		w.Header().Set(ReplayedHeader, "true")
 	}
-	return s.streamEvents(w, r, h.Stream, 0)
+	// A replay answers in the mode of the original turn: its events are
+	// recorded in that mode.
+	if h.Turn.Stream == aap.StreamNone {
+		return s.respondTurnJSON(w, r, h.Turn, h.Events)
+	}
+	return s.streamEvents(w, r, h.Events, 0)
 }
 
 // respondTurnJSON waits for the turn and writes its stop reason and the
 // messages the agent produced, as stored.
-func (s *Server) respondTurnJSON(w http.ResponseWriter, r *http.Request, h *agents.Handle) error {
-	stop, err := h.Stream.Wait(r.Context())
-	if err != nil {
-		return nil // the client left; the turn completes without it
+func (s *Server) respondTurnJSON(w http.ResponseWriter, r *http.Request, turn store.Turn, src agents.EventSource) error {
+	var (
+		last aap.Event
+		pos  int
+	)
+	for {
+		events, done, err := src.Read(r.Context(), pos)
+		if r.Context().Err() != nil {
+			return nil // the client left; the turn completes without it
+		}
+		if err != nil {
+			return err
+		}
+		pos += len(events)
+		if len(events) > 0 {
+			last = events[len(events)-1]
+		}
+		if done {
+			break
+		}
 	}
-	stored, err := s.cfg.Store.TurnMessages(r.Context(), h.Turn.TenantID, h.Turn.SessionID, h.Turn.ID)
+	stored, err := s.cfg.Store.TurnMessages(r.Context(), turn.TenantID, turn.SessionID, turn.ID)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, turnResponse(stop.StopReason, stored))
-}
-
-func turnResponse(stop aap.StopReason, stored []store.StoredMessage) aap.TurnResponse {
-	resp := aap.TurnResponse{StopReason: stop, Messages: make([]aap.Message, len(stored))}
+	resp := aap.TurnResponse{StopReason: last.StopReason, Messages: make([]aap.Message, len(stored))}
 	for i, m := range stored {
 		resp.Messages[i] = m.Message
 	}
-	return resp
+	return writeJSON(w, http.StatusOK, resp)
+}
+
+// TurnInfo is a turn's record as the turn extension endpoints show it.
+type TurnInfo struct {
+	TurnID         string         `json:"turnId"`
+	SessionID      string         `json:"sessionId"`
+	Status         string         `json:"status"`
+	Stream         aap.StreamMode `json:"stream"`
+	StopReason     aap.StopReason `json:"stopReason,omitempty"`
+	Error          string         `json:"error,omitempty"`
+	Usage          agents.Usage   `json:"usage"`
+	IdempotencyKey string         `json:"idempotencyKey,omitempty"`
+	CreatedAt      time.Time      `json:"createdAt"`
+	FinishedAt     *time.Time     `json:"finishedAt,omitempty"`
+	DurationMs     *int64         `json:"durationMs,omitempty"`
+}
+
+func turnInfo(t store.Turn) TurnInfo {
+	info := TurnInfo{
+		TurnID: t.ID, SessionID: t.SessionID, Status: string(t.Status), Stream: t.Stream,
+		StopReason: t.StopReason, Error: t.Error, IdempotencyKey: t.IdempotencyKey,
+		Usage:     agents.Usage{InputTokens: t.InputTokens, OutputTokens: t.OutputTokens},
+		CreatedAt: t.CreatedAt.UTC(), FinishedAt: t.FinishedAt,
+	}
+	if t.FinishedAt != nil {
+		d := t.FinishedAt.Sub(t.CreatedAt).Milliseconds()
+		info.DurationMs = &d
+	}
+	return info
+}
+
+// TurnList is the body of GET /sessions/:id/turns.
+type TurnList struct {
+	Turns []TurnInfo `json:"turns"`
+	Next  string     `json:"next,omitempty"`
+}
+
+// listTurns is GET /sessions/:id/turns (extension): the session's turns,
+// newest first, paged like sessions.
+func (s *Server) listTurns(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	limit, err := pageLimit(r)
+	if err != nil {
+		return err
+	}
+	tenant := tenantOf(r)
+	if _, err := s.cfg.Store.SessionGet(r.Context(), tenant, id); err != nil {
+		return err
+	}
+	page, err := s.cfg.Store.TurnList(r.Context(), store.TurnListParams{
+		TenantID: tenant, SessionID: id, After: r.URL.Query().Get("after"), Limit: limit})
+	if errors.Is(err, store.ErrBadCursor) {
+		return badCursor()
+	}
+	if err != nil {
+		return err
+	}
+	out := TurnList{Turns: make([]TurnInfo, len(page.Turns)), Next: page.Next}
+	for i, t := range page.Turns {
+		out.Turns[i] = turnInfo(t)
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// turnRef reads the session and turn of the route, checking that the turn
+// belongs to the tenant's session.
+func (s *Server) turnRef(r *http.Request) (store.Turn, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return store.Turn{}, err
+	}
+	turnID := mux.Vars(r)["turnId"]
+	if !strings.HasPrefix(turnID, "turn_") || len(turnID) > 64 {
+		return store.Turn{}, probNotFound.with("no such turn")
+	}
+	t, err := s.cfg.Store.TurnGet(r.Context(), tenantOf(r), id, turnID)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Turn{}, probNotFound.with("no such turn")
+	}
+	return t, err
+}
+
+// getTurn is GET /sessions/:id/turns/:turnId (extension).
+func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.turnRef(r)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, turnInfo(t))
+}
+
+// turnEvents is GET /sessions/:id/turns/:turnId/events (extension): the
+// turn's events after Last-Event-ID (or ?after=), then live until turn_stop,
+// from whichever process runs the turn.
+func (s *Server) turnEvents(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.turnRef(r)
+	if err != nil {
+		return err
+	}
+	after := 0
+	for _, v := range []string{r.URL.Query().Get("after"), r.Header.Get("Last-Event-ID")} {
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 {
+			return &aap.Error{Field: "after", Msg: fmt.Sprintf("%q is not an event id (a whole number from 0)", v)}
+		}
+		after = n
+	}
+	return s.streamEvents(w, r, s.cfg.Runner.Follow(store.TurnRef{TenantID: t.TenantID, SessionID: t.SessionID, TurnID: t.ID}), after)
+}
+
+// cancelWait is how long POST .../cancel waits for the turn to stop.
+const cancelWait = 10 * time.Second
+
+// cancelTurn is POST /sessions/:id/turns/:turnId/cancel (extension): stop the
+// model, keep what it produced, end the stream with turn_stop and free the
+// session. It answers with the turn once it has stopped (200), or 202 if it
+// is still stopping after a while. Cancelling a finished turn changes
+// nothing and answers 200.
+func (s *Server) cancelTurn(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.turnRef(r)
+	if err != nil {
+		return err
+	}
+	ref := store.TurnRef{TenantID: t.TenantID, SessionID: t.SessionID, TurnID: t.ID}
+	if t.Status == store.TurnRunning {
+		if t, err = s.cfg.Store.TurnRequestCancel(r.Context(), ref); err != nil {
+			return err
+		}
+		s.cfg.Runner.Cancel(t.ID)
+	}
+	deadline := time.Now().Add(cancelWait)
+	for t.Status == store.TurnRunning {
+		// A turn whose process is gone is stopped here and now.
+		if _, err := s.cfg.Store.TurnInterruptIfDead(r.Context(), ref); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return writeJSON(w, http.StatusAccepted, turnInfo(t))
+		}
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-time.After(50 * time.Millisecond):
+		}
+		if t, err = s.cfg.Store.TurnGet(r.Context(), ref.TenantID, ref.SessionID, ref.TurnID); err != nil {
+			return err
+		}
+	}
+	return writeJSON(w, http.StatusOK, turnInfo(t))
 }

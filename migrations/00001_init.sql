@@ -94,12 +94,39 @@ CREATE TABLE turns (
     output_tokens   bigint      NOT NULL DEFAULT 0,
     idempotency_key text,
     request_hash    bytea,
+    -- set by POST .../cancel; the process running the turn stops it
+    cancel_requested boolean    NOT NULL DEFAULT false,
     created_at      timestamptz NOT NULL DEFAULT now(),
     finished_at     timestamptz,
     PRIMARY KEY (tenant_id, session_id, id),
     FOREIGN KEY (tenant_id, session_id) REFERENCES sessions (tenant_id, id) ON DELETE CASCADE
 );
 CREATE UNIQUE INDEX turns_idempotency_key ON turns (tenant_id, session_id, idempotency_key);
+
+-- Every event a turn streamed, in order: what resumable streams and
+-- idempotent replays send. seq is the event's SSE id.
+CREATE TABLE turn_events (
+    tenant_id  uuid   NOT NULL,
+    session_id text   NOT NULL,
+    turn_id    text   NOT NULL,
+    seq        integer NOT NULL,
+    type       text   NOT NULL,
+    data       json   NOT NULL,
+    PRIMARY KEY (tenant_id, session_id, turn_id, seq),
+    FOREIGN KEY (tenant_id, session_id, turn_id) REFERENCES turns (tenant_id, session_id, id) ON DELETE CASCADE
+);
+
+-- Idempotency keys of POST /sessions: a retry with the same key and body
+-- gets the first response back. Turn keys live on their turn.
+CREATE TABLE idempotency_keys (
+    tenant_id    uuid        NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
+    key          text        NOT NULL,
+    request_hash bytea       NOT NULL,
+    session_id   text        NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, key)
+);
+CREATE INDEX idempotency_keys_created_at ON idempotency_keys (tenant_id, created_at);
 
 -- Server-wide settings, not tenant data: today only the generated key that
 -- seals secret options when no AAPD_ENCRYPTION_KEY is configured.
@@ -129,6 +156,8 @@ $$;
 -- +goose Down
 DROP FUNCTION aapd_instance_alive(integer);
 DROP TABLE server_settings;
+DROP TABLE idempotency_keys;
+DROP TABLE turn_events;
 DROP TABLE turns;
 DROP TABLE compacted_messages;
 DROP TABLE messages;

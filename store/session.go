@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -84,7 +85,15 @@ type SessionCreateParams struct {
 	Messages []aap.Message
 	// Pending are the tool calls the seed leaves unanswered.
 	Pending []aap.PendingToolCall
+	// IdempotencyKey, when set, makes a retry with the same key and
+	// request hash return the session the first request created.
+	IdempotencyKey string
+	RequestHash    []byte
 }
+
+// idempotencyKeyTTL is how long a session-creation key is remembered: at
+// least the 24 hours promised in docs/durability.md.
+const idempotencyKeyTTL = "7 days"
 
 // NewSessionID returns an opaque, time-ordered session id.
 func NewSessionID() string { return "sess_" + mustV7() }
@@ -97,17 +106,60 @@ func mustV7() string {
 	return strings.ReplaceAll(id.String(), "-", "")
 }
 
-// SessionCreate stores a new session and its seed history.
-func (s *Store) SessionCreate(ctx context.Context, p SessionCreateParams) (Session, error) {
+// SessionCreate stores a new session and its seed history. With an
+// idempotency key already used for the same request, it creates nothing and
+// returns the first session's id with replayed set; with another request,
+// ErrIdempotencyMismatch.
+func (s *Store) SessionCreate(ctx context.Context, p SessionCreateParams) (sess Session, replayed bool, err error) {
+	for attempt := 0; ; attempt++ {
+		sess, replayed, err = s.sessionCreate(ctx, p)
+		// Two requests with one new key raced: the loser replays the winner.
+		if p.IdempotencyKey == "" || attempt > 0 || !errors.Is(err, ErrConflict) {
+			return sess, replayed, err
+		}
+	}
+}
+
+func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Session, bool, error) {
 	sealed, err := s.sealer.sealJSON(p.SecretOptions)
 	if err != nil {
-		return Session{}, fmt.Errorf("seal secret options: %w", err)
+		return Session{}, false, fmt.Errorf("seal secret options: %w", err)
 	}
+	replayed := false
 	sess := Session{
 		TenantID: p.TenantID, ID: NewSessionID(), AgentName: p.AgentName, AgentTools: p.AgentTools,
 		Options: p.Options, SecretOptions: p.SecretOptions, ClientTools: p.ClientTools, Pending: p.Pending,
 	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		if p.IdempotencyKey != "" {
+			var (
+				prevID   string
+				prevHash []byte
+			)
+			err := tx.QueryRow(ctx, `
+				SELECT session_id, request_hash FROM idempotency_keys
+				WHERE tenant_id = $1 AND key = $2 AND created_at > now() - interval '`+idempotencyKeyTTL+`'`,
+				p.TenantID, p.IdempotencyKey).Scan(&prevID, &prevHash)
+			switch err = interpretError(err); {
+			case err == nil && !bytes.Equal(prevHash, p.RequestHash):
+				return ErrIdempotencyMismatch
+			case err == nil:
+				sess, replayed = Session{TenantID: p.TenantID, ID: prevID}, true
+				return nil
+			case !errors.Is(err, ErrNotFound):
+				return err
+			}
+			if _, err := tx.Exec(ctx, `
+				DELETE FROM idempotency_keys WHERE tenant_id = $1
+				AND (key = $2 OR created_at < now() - interval '`+idempotencyKeyTTL+`')`, p.TenantID, p.IdempotencyKey); err != nil {
+				return interpretError(err)
+			}
+			if _, err := tx.Exec(ctx, `
+				INSERT INTO idempotency_keys (tenant_id, key, request_hash, session_id) VALUES ($1, $2, $3, $4)`,
+				p.TenantID, p.IdempotencyKey, p.RequestHash, sess.ID); err != nil {
+				return interpretError(err)
+			}
+		}
 		err := tx.QueryRow(ctx, `
 			INSERT INTO sessions (tenant_id, id, agent_name, agent_tools, options, secret_options, client_tools, pending_tool_calls)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -126,9 +178,9 @@ func (s *Store) SessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 		return err
 	})
 	if err != nil {
-		return Session{}, fmt.Errorf("create session: %w", err)
+		return Session{}, false, fmt.Errorf("create session: %w", err)
 	}
-	return sess, nil
+	return sess, replayed, nil
 }
 
 const sessionColumns = `tenant_id::text, id, agent_name, agent_tools, options, secret_options, client_tools,
@@ -198,13 +250,9 @@ var ErrBadCursor = errors.New("invalid pagination cursor")
 // keyset on the time-ordered session id, so sessions created or deleted
 // between pages never make another appear twice or not at all.
 func (s *Store) SessionList(ctx context.Context, p SessionListParams) (SessionPage, error) {
-	after := ""
-	if p.After != "" {
-		b, err := base64.RawURLEncoding.DecodeString(p.After)
-		if err != nil || !strings.HasPrefix(string(b), "sess_") {
-			return SessionPage{}, ErrBadCursor
-		}
-		after = string(b)
+	after, err := decodeCursor(p.After, "sess_")
+	if err != nil {
+		return SessionPage{}, err
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+sessionColumns+` FROM sessions
@@ -227,7 +275,7 @@ func (s *Store) SessionList(ctx context.Context, p SessionListParams) (SessionPa
 	}
 	if len(page.Sessions) > p.Limit {
 		page.Sessions = page.Sessions[:p.Limit]
-		page.Next = base64.RawURLEncoding.EncodeToString([]byte(page.Sessions[p.Limit-1].ID))
+		page.Next = encodeCursor(page.Sessions[p.Limit-1].ID)
 	}
 	return page, nil
 }
@@ -243,6 +291,22 @@ func (s *Store) SessionDelete(ctx context.Context, tenantID, id string) (activeT
 		return "", fmt.Errorf("delete session %s: %w", id, interpretError(err))
 	}
 	return activeTurnID, nil
+}
+
+// encodeCursor makes the opaque cursor of a keyset page ending at id.
+func encodeCursor(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
+
+// decodeCursor reads a cursor of encodeCursor for ids with the prefix; ""
+// for none.
+func decodeCursor(cursor, prefix string) (string, error) {
+	if cursor == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || !strings.HasPrefix(string(b), prefix) || len(b) > 64 {
+		return "", ErrBadCursor
+	}
+	return string(b), nil
 }
 
 // field is a JSON column to decode.

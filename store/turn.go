@@ -139,12 +139,8 @@ func (s *Store) TurnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 			if !expired && !dead {
 				return &TurnRunningError{TurnID: sess.ActiveTurnID}
 			}
-			if _, err := tx.Exec(ctx, `
-				UPDATE turns SET status = 'interrupted', finished_at = now(),
-					error = 'the process running the turn stopped before it finished'
-				WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running'`,
-				p.TenantID, p.SessionID, sess.ActiveTurnID); err != nil {
-				return interpretError(err)
+			if _, err := interruptTurn(ctx, tx, TurnRef{p.TenantID, p.SessionID, sess.ActiveTurnID}); err != nil {
+				return err
 			}
 			out.Interrupted = sess.ActiveTurnID
 		}
@@ -250,19 +246,22 @@ func (s *Store) TurnCommitStep(ctx context.Context, p TurnStepParams) ([]StoredM
 	return stored, nil
 }
 
-// TurnHeartbeat renews a running turn's claim; ErrClaimLost if it has lost it.
-func (s *Store) TurnHeartbeat(ctx context.Context, tenantID, sessionID, turnID string, lease time.Duration) error {
-	tag, err := s.pool.Exec(ctx, `
+// TurnHeartbeat renews a running turn's claim and reports whether the turn
+// was asked to stop (see TurnRequestCancel); ErrClaimLost if the turn has
+// lost its session.
+func (s *Store) TurnHeartbeat(ctx context.Context, ref TurnRef, lease time.Duration) (cancelRequested bool, err error) {
+	err = s.pool.QueryRow(ctx, `
 		UPDATE sessions SET lease_expires_at = now() + $4 * interval '1 millisecond'
-		WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3`,
-		tenantID, sessionID, turnID, lease.Milliseconds())
+		WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3
+		RETURNING (SELECT cancel_requested FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3)`,
+		ref.TenantID, ref.SessionID, ref.TurnID, lease.Milliseconds()).Scan(&cancelRequested)
+	if errors.Is(interpretError(err), ErrNotFound) {
+		return false, fmt.Errorf("heartbeat turn %s: %w", ref.TurnID, ErrClaimLost)
+	}
 	if err != nil {
-		return fmt.Errorf("heartbeat turn %s: %w", turnID, interpretError(err))
+		return false, fmt.Errorf("heartbeat turn %s: %w", ref.TurnID, interpretError(err))
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("heartbeat turn %s: %w", turnID, ErrClaimLost)
-	}
-	return nil
+	return cancelRequested, nil
 }
 
 // TurnFinishParams ends a turn.
@@ -275,6 +274,9 @@ type TurnFinishParams struct {
 	Error        string
 	InputTokens  int64
 	OutputTokens int64
+	// Events are the turn's last unrecorded events, turn_stop included:
+	// recorded in the same transaction, so a finished turn's log is whole.
+	Events []TurnEvent
 }
 
 // TurnFinish records how a turn ended and releases its session, in one
@@ -282,14 +284,21 @@ type TurnFinishParams struct {
 // keeps its first record.
 func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) error {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `
+		tag, err := tx.Exec(ctx, `
 			UPDATE turns SET status = $4, stop_reason = nullif($5, ''), error = nullif($6, ''),
 				input_tokens = $7, output_tokens = $8, finished_at = now()
 			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running'`,
-			p.TenantID, p.SessionID, p.TurnID, p.Status, p.StopReason, p.Error, p.InputTokens, p.OutputTokens); err != nil {
+			p.TenantID, p.SessionID, p.TurnID, p.Status, p.StopReason, p.Error, p.InputTokens, p.OutputTokens)
+		if err != nil {
 			return interpretError(err)
 		}
-		_, err := tx.Exec(ctx, `
+		if tag.RowsAffected() == 0 {
+			return nil // already ended (taken over, or the session is gone)
+		}
+		if err := appendEvents(ctx, tx, TurnRef{p.TenantID, p.SessionID, p.TurnID}, p.Events); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `
 			UPDATE sessions SET active_turn_id = NULL, lease_owner = NULL, lease_expires_at = NULL
 			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3`, p.TenantID, p.SessionID, p.TurnID)
 		return interpretError(err)
@@ -334,4 +343,51 @@ func (s *Store) TurnMessages(ctx context.Context, tenantID, sessionID, turnID st
 		out = append(out, m)
 	}
 	return out, interpretError(rows.Err())
+}
+
+// TurnListParams selects a page of a session's turns.
+type TurnListParams struct {
+	TenantID  string
+	SessionID string
+	// After is the cursor of the previous page ("" for the first).
+	After string
+	Limit int
+}
+
+// TurnPage is a page of turns, newest first.
+type TurnPage struct {
+	Turns []Turn
+	Next  string
+}
+
+// TurnList pages through a session's turns, newest first, by keyset on the
+// time-ordered turn id (stable while turns are added).
+func (s *Store) TurnList(ctx context.Context, p TurnListParams) (TurnPage, error) {
+	after, err := decodeCursor(p.After, "turn_")
+	if err != nil {
+		return TurnPage{}, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+turnColumns+` FROM turns
+		WHERE tenant_id = $1 AND session_id = $2 AND ($3 = '' OR id < $3)
+		ORDER BY id DESC LIMIT $4`, p.TenantID, p.SessionID, after, p.Limit+1)
+	if err != nil {
+		return TurnPage{}, fmt.Errorf("list turns: %w", interpretError(err))
+	}
+	defer rows.Close()
+	var page TurnPage
+	for rows.Next() {
+		t, err := scanTurn(rows)
+		if err != nil {
+			return TurnPage{}, fmt.Errorf("list turns: %w", err)
+		}
+		page.Turns = append(page.Turns, t)
+	}
+	if err := rows.Err(); err != nil {
+		return TurnPage{}, fmt.Errorf("list turns: %w", interpretError(err))
+	}
+	if len(page.Turns) > p.Limit {
+		page.Turns = page.Turns[:p.Limit]
+		page.Next = encodeCursor(page.Turns[p.Limit-1].ID)
+	}
+	return page, nil
 }

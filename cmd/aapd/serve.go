@@ -161,13 +161,18 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if m.Instance, err = m.Store.StartInstance(ctx, store.InstanceParams{}); err != nil {
-		return err
-	}
 	m.Runner = agents.NewRunner(agents.RunnerConfig{
-		Store: m.Store, Agents: registry, Owner: m.Instance.ID,
+		Store: m.Store, Agents: registry, Owner: func() int32 { return m.Instance.ID() },
 		Workers: m.cfg.Workers, Lease: m.cfg.Lease, Logger: m.log,
 	})
+	// The instance marks this process alive for the claims of its turns,
+	// and brings other processes' cancel requests and event notifications.
+	if m.Instance, err = m.Store.StartInstance(ctx, store.InstanceParams{
+		Channels: []string{store.CancelChannel, store.EventsChannel},
+		OnNotify: m.Runner.Notify,
+	}); err != nil {
+		return err
+	}
 	m.API = httpapi.New(httpapi.Config{
 		Store: m.Store, Agents: registry, Runner: m.Runner,
 		MetaRequiresAuth: m.cfg.MetaRequiresAuth, CORSOrigins: m.cfg.CORSOrigins,
