@@ -14,10 +14,10 @@ var errStepLimit = errors.New("the agent reached its limit of model calls for on
 
 // turnRun is the agent loop of one turn.
 type turnRun struct {
-	runner  *Runner
-	agent   *Agent
-	turn    store.Turn
-	session store.Session
+	runner   *Runner
+	agent    *Agent
+	turn     store.Turn
+	session  store.Session
 	history  []Message // what the model sees: the compacted history
 	stream   *Stream
 	recorder *recorder
