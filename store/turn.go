@@ -114,6 +114,16 @@ type TurnBegun struct {
 func (s *Store) TurnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, error) {
 	var out TurnBegun
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var expired, dead bool
+		sess, err := s.scanSessionWith(tx.QueryRow(ctx, `
+			SELECT `+sessionColumns+`,
+				lease_expires_at IS NULL OR lease_expires_at < now(),
+				lease_owner IS NULL OR NOT aapd_instance_alive(lease_owner)
+			FROM sessions WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, p.TenantID, p.SessionID), &expired, &dead)
+		if err != nil {
+			return err
+		}
+		// With the session locked, a retry racing its original sees it.
 		if p.IdempotencyKey != "" {
 			prev, hash, err := turnByIdempotencyKey(ctx, tx, p.TenantID, p.SessionID, p.IdempotencyKey)
 			switch {
@@ -125,15 +135,6 @@ func (s *Store) TurnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 			case !errors.Is(err, ErrNotFound):
 				return err
 			}
-		}
-		var expired, dead bool
-		sess, err := s.scanSessionWith(tx.QueryRow(ctx, `
-			SELECT `+sessionColumns+`,
-				lease_expires_at IS NULL OR lease_expires_at < now(),
-				lease_owner IS NULL OR NOT aapd_instance_alive(lease_owner)
-			FROM sessions WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, p.TenantID, p.SessionID), &expired, &dead)
-		if err != nil {
-			return err
 		}
 		if sess.ActiveTurnID != "" {
 			if !expired && !dead {
