@@ -18,7 +18,11 @@ import (
 	"github.com/aapd/aapd/store/storetest"
 )
 
-func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := storetest.Main(m)
+	removeBinary()
+	os.Exit(code)
+}
 
 // testServer is a real aapd server on 127.0.0.1:0 over the package's test
 // database, shut down when the test ends.
@@ -318,3 +322,5 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 }
 
 var _ = store.ErrNotFound
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	osuser "os/user"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/store"
+	"github.com/aapd/aapd/store/storetest"
+)
+
+// privatePostgres is a PostgreSQL server of one test's own, so that the
+// test can stop and start it without disturbing any other.
+type privatePostgres struct {
+	t      *testing.T
+	bin    string
+	dir    string
+	port   int
+	asUser []string // runuser prefix when running as root
+}
+
+// newPrivatePostgres initialises and starts a private server, or skips the
+// test when this machine has no PostgreSQL server binaries.
+func newPrivatePostgres(t *testing.T) *privatePostgres {
+	t.Helper()
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
+	if len(bins) == 0 {
+		t.Skip("no PostgreSQL server binaries (pg_ctl, initdb) to run a private server for the outage test")
+	}
+	pg := &privatePostgres{t: t, bin: filepath.Dir(bins[len(bins)-1]), port: freePort(t)}
+	dir, err := os.MkdirTemp("", "aapd-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg.dir = dir
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if os.Geteuid() == 0 { // PostgreSQL refuses to run as root
+		u, err := osuser.Lookup("postgres")
+		if err != nil {
+			t.Skip("running as root without a postgres user to run a private server")
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		pg.asUser = []string{"runuser", "-u", "postgres", "--"}
+	}
+	pg.run("initdb", "-D", pg.data(), "-A", "trust", "-U", "postgres", "--no-sync")
+	pg.start()
+	t.Cleanup(func() { pg.ctl("stop", "-m", "immediate") })
+	return pg
+}
+
+func (pg *privatePostgres) data() string { return filepath.Join(pg.dir, "data") }
+
+func (pg *privatePostgres) run(tool string, args ...string) {
+	pg.t.Helper()
+	argv := append(append(append([]string{}, pg.asUser...), filepath.Join(pg.bin, tool)), args...)
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		pg.t.Fatalf("%s: %v\n%s", tool, err, out)
+	}
+}
+
+func (pg *privatePostgres) ctl(args ...string) {
+	pg.t.Helper()
+	pg.run("pg_ctl", append([]string{"-D", pg.data(), "-w"}, args...)...)
+}
+
+func (pg *privatePostgres) start() {
+	pg.ctl("start", "-l", filepath.Join(pg.dir, "log"), "-o",
+		fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", pg.port, pg.dir))
+}
+
+func (pg *privatePostgres) stop() { pg.ctl("stop", "-m", "fast") }
+
+func (pg *privatePostgres) url(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", pg.port, db)
+}
+
+func TestDatabaseOutageIs503ThenServesAgainWithoutRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL server")
+	}
+	pg := newPrivatePostgres(t)
+	dbURL := pg.url("aapd")
+	ctx := context.Background()
+	if _, err := store.CreateDatabase(ctx, dbURL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Migrate(ctx, dbURL); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, store.Config{DatabaseURL: dbURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := storetest.NewTenant(t, st).Key
+	st.Close()
+
+	p := startProc(t, dbURL)
+	c := &client{t: t, base: p.base, key: key}
+	sid := c.echoSession(nil)
+	c.say(sid, "before")
+
+	pg.stop()
+	for _, req := range []struct{ method, path string }{
+		{"GET", "/sessions"},
+		{"GET", "/sessions/" + sid},
+		{"POST", "/sessions/" + sid + "/turns"},
+		{"GET", "/readyz"},
+	} {
+		var body any
+		if req.method == "POST" {
+			body = user("during")
+		}
+		r := c.do(req.method, req.path, body).expect(t, http.StatusServiceUnavailable)
+		if r.Header.Get("Retry-After") == "" {
+			t.Errorf("%s %s: 503 without Retry-After", req.method, req.path)
+		}
+		if p := r.problem(t); p["type"] != "https://aapd.dev/problems/unavailable" {
+			t.Errorf("%s %s: problem %v", req.method, req.path, p)
+		}
+	}
+	c.do("GET", "/healthz", nil).expect(t, http.StatusOK)
+
+	pg.start()
+	waitFor(t, "readyz to recover", 30*time.Second, func() bool {
+		r, err := http.Get(p.base + "/readyz")
+		if err != nil {
+			return false
+		}
+		r.Body.Close()
+		return r.StatusCode == http.StatusOK
+	})
+	var resp aap.TurnResponse
+	waitFor(t, "turns to be served again", 30*time.Second, func() bool {
+		r := c.do("POST", "/sessions/"+sid+"/turns", user("after"))
+		if r.StatusCode != http.StatusOK {
+			return false
+		}
+		r.json(t, &resp)
+		return true
+	})
+	var texts []string
+	for _, m := range c.history(sid, aap.HistoryFull) {
+		texts = append(texts, m.Content.PlainText())
+	}
+	if want := []string{"before", "Echo: before", "after", "Echo: after"}; fmt.Sprint(texts) != fmt.Sprint(want) {
+		t.Errorf("history = %q, want %q", texts, want)
+	}
+}
