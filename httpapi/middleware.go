@@ -68,7 +68,9 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			id = hex.EncodeToString(b)
 		}
 		w.Header().Set("X-Request-Id", id)
-		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+		route := &matchedRoute{name: "unmatched"}
+		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
+		r = r.WithContext(context.WithValue(ctx, matchedRouteKey{}, route))
 		rw := &responseWriter{ResponseWriter: w, status: http.StatusOK}
 		defer func() {
 			if v := recover(); v != nil {
@@ -80,15 +82,29 @@ func (s *Server) observe(next http.Handler) http.Handler {
 					writeProblem(rw, r, probInternal.with("the server could not complete the request"))
 				}
 			}
-			route := "unmatched"
-			if m := mux.CurrentRoute(r); m != nil {
-				route, _ = m.GetPathTemplate()
-			}
-			s.metrics.observeRequest(r.Method, route, rw.status, time.Since(start))
-			s.log.InfoContext(r.Context(), "request", "method", r.Method, "route", route, "path", r.URL.Path,
+			s.metrics.observeRequest(r.Method, route.name, rw.status, time.Since(start))
+			s.log.InfoContext(r.Context(), "request", "method", r.Method, "route", route.name, "path", r.URL.Path,
 				"status", rw.status, "duration_ms", time.Since(start).Milliseconds(), "request_id", id)
 		}()
 		next.ServeHTTP(rw, r)
+	})
+}
+
+// matchedRoute carries the route template the router matched back out to
+// observe, for logs and metrics labels of bounded cardinality.
+type matchedRoute struct{ name string }
+
+type matchedRouteKey struct{}
+
+// recordRoute is router middleware: it tells observe which route matched.
+func recordRoute(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m, ok := r.Context().Value(matchedRouteKey{}).(*matchedRoute); ok {
+			if cur := mux.CurrentRoute(r); cur != nil {
+				m.name, _ = cur.GetPathTemplate()
+			}
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -79,6 +79,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // routes registers every route, in one place.
 func (s *Server) routes() http.Handler {
 	r := mux.NewRouter()
+	r.Use(recordRoute)
 	r.NotFoundHandler = s.handle(func(http.ResponseWriter, *http.Request) error {
 		return probNotFound.with("no such endpoint")
 	})

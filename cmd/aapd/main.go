@@ -7,6 +7,7 @@
 //	aapd keys create --tenant NAME [--name L]   print a new API key on stdout
 //	aapd keys list --tenant NAME                list a tenant's keys
 //	aapd keys revoke ID                         revoke a key
+//	aapd healthcheck [--url URL]                probe a server (container health checks)
 //
 // Errors print one line on stderr and exit non-zero.
 package main
@@ -32,6 +33,7 @@ Usage:
   aapd keys create --tenant NAME [--name LABEL]   create an API key; prints it alone on stdout
   aapd keys list --tenant NAME                    list a tenant's API keys
   aapd keys revoke ID                             revoke an API key by its id
+  aapd healthcheck [--url URL]                    exit 0 if the server at URL answers 200 (for containers)
 
 Run "aapd COMMAND -h" for a command's flags. Every flag can also be set from
 the environment variable shown in its help (DATABASE_URL, AAPD_ADDR, ...).
@@ -78,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return tenantsCmd(ctx, rest, stdout, stderr)
 	case "keys":
 		return keysCmd(ctx, rest, stdout, stderr)
+	case "healthcheck":
+		return healthcheck(ctx, rest, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
