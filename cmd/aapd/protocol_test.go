@@ -551,3 +551,32 @@ func TestCORSAllowsBrowserApplications(t *testing.T) {
 		t.Errorf("a disallowed origin was allowed")
 	}
 }
+
+// The AAP web playground creates a session with every option at its default
+// and every server tool of /meta, untrusted, then streams.
+func TestPlaygroundStyleSessionIsAccepted(t *testing.T) {
+	s := startServer(t)
+	c := s.newTenant(t)
+	var meta aap.Meta
+	c.do("GET", "/meta", nil).expect(t, http.StatusOK).json(t, &meta)
+	agent := meta.Agents[0]
+	opts := map[string]string{}
+	for _, o := range agent.Options {
+		opts[o.Name] = o.Default
+	}
+	var refs []aap.ServerToolRef
+	for _, tl := range agent.Tools {
+		refs = append(refs, aap.ServerToolRef{Name: tl.Name, Trust: false})
+	}
+	sid := c.createSession(map[string]any{"agent": map[string]any{"name": agent.Name, "tools": refs, "options": opts}})
+	_, events := c.stream(sid, streamUser("delta", "hello"))
+	if events[len(events)-1].parse(t).StopReason != aap.StopEndTurn {
+		t.Errorf("events = %v", eventTypes(events))
+	}
+	// Sending only the options that changed, as the playground does.
+	resp := c.turn(sid, map[string]any{"agent": map[string]any{"options": map[string]string{"style": "shout"}},
+		"messages": []any{map[string]any{"role": "user", "content": "quiet"}}})
+	if got := resp.Messages[0].Content.PlainText(); got != "ECHO: QUIET" {
+		t.Errorf("answer = %q", got)
+	}
+}
