@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/agents"
@@ -578,5 +580,23 @@ func TestPlaygroundStyleSessionIsAccepted(t *testing.T) {
 		"messages": []any{map[string]any{"role": "user", "content": "quiet"}}})
 	if got := resp.Messages[0].Content.PlainText(); got != "ECHO: QUIET" {
 		t.Errorf("answer = %q", got)
+	}
+}
+
+func TestStreamsSendKeepAliveCommentsWhileIdle(t *testing.T) {
+	s := startServer(t, func(c *Config) { c.KeepAlive = 100 * time.Millisecond })
+	c := s.newTenant(t)
+	sid := c.echoSession(nil)
+	res := c.openStream(sid, streamUser("delta", slowWords(2, 450)))
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(body), "\n: keep-alive\n"); n < 2 {
+		t.Errorf("%d keep-alive comments in %s", n, body)
+	}
+	if !strings.HasSuffix(string(body), "event: turn_stop\ndata: {\"stopReason\":\"end_turn\"}\n\n") {
+		t.Errorf("stream did not end with turn_stop: %q", body)
 	}
 }

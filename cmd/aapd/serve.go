@@ -30,6 +30,7 @@ type Config struct {
 	Lease            time.Duration
 	DrainTimeout     time.Duration
 	MaxBodyBytes     int64
+	KeepAlive        time.Duration
 	EncryptionKey    []byte
 	Dev              bool
 	LogLevel         slog.Level
@@ -57,6 +58,8 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 	f.fromEnv("drain-timeout", "AAPD_DRAIN_TIMEOUT")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted")
 	f.fromEnv("max-body-bytes", "AAPD_MAX_BODY_BYTES")
+	f.DurationVar(&cfg.KeepAlive, "sse-keepalive", httpapi.DefaultKeepAlive, "idle time after which a stream sends a keep-alive comment")
+	f.fromEnv("sse-keepalive", "AAPD_SSE_KEEPALIVE")
 	key := f.String("encryption-key", "", "base64 of 32 random bytes sealing secret options at rest (openssl rand -base64 32)")
 	f.fromEnv("encryption-key", "AAPD_ENCRYPTION_KEY")
 	f.BoolVar(&cfg.Dev, "dev", false, "development mode: create a \"dev\" tenant and print a fresh API key for it")
@@ -88,8 +91,8 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 	if err := cfg.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return Config{}, &usageError{fmt.Sprintf("--log-level: %v", err)}
 	}
-	if cfg.Workers < 1 || cfg.Lease < time.Second || cfg.DrainTimeout < 0 || cfg.MaxBodyBytes < 1024 {
-		return Config{}, &usageError{"--workers must be at least 1, --turn-lease at least 1s, --drain-timeout not negative, --max-body-bytes at least 1024"}
+	if cfg.Workers < 1 || cfg.Lease < time.Second || cfg.DrainTimeout < 0 || cfg.MaxBodyBytes < 1024 || cfg.KeepAlive < 100*time.Millisecond {
+		return Config{}, &usageError{"--workers must be at least 1, --turn-lease at least 1s, --drain-timeout not negative, --max-body-bytes at least 1024, --sse-keepalive at least 100ms"}
 	}
 	return cfg, nil
 }
@@ -176,7 +179,7 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 	m.API = httpapi.New(httpapi.Config{
 		Store: m.Store, Agents: registry, Runner: m.Runner,
 		MetaRequiresAuth: m.cfg.MetaRequiresAuth, CORSOrigins: m.cfg.CORSOrigins,
-		MaxBodyBytes: m.cfg.MaxBodyBytes, Logger: m.log,
+		MaxBodyBytes: m.cfg.MaxBodyBytes, KeepAlive: m.cfg.KeepAlive, Logger: m.log,
 	})
 	if m.cfg.Dev {
 		if err := m.devKey(ctx, stderr); err != nil {
