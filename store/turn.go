@@ -275,6 +275,11 @@ type TurnFinishParams struct {
 	Error        string
 	InputTokens  int64
 	OutputTokens int64
+	// ContextTokens are the input tokens the provider reported for the
+	// turn's last model call, which saw the compacted history up to
+	// ContextUpTo; zero when the provider reported none.
+	ContextTokens int64
+	ContextUpTo   int64
 	// Events are the turn's last unrecorded events, turn_stop included:
 	// recorded in the same transaction, so a finished turn's log is whole.
 	Events []TurnEvent
@@ -300,8 +305,11 @@ func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) error {
 			return err
 		}
 		_, err = tx.Exec(ctx, `
-			UPDATE sessions SET active_turn_id = NULL, lease_owner = NULL, lease_expires_at = NULL
-			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3`, p.TenantID, p.SessionID, p.TurnID)
+			UPDATE sessions SET active_turn_id = NULL, lease_owner = NULL, lease_expires_at = NULL,
+				reported_tokens = CASE WHEN $4 > 0 THEN $4 ELSE reported_tokens END,
+				reported_upto_seq = CASE WHEN $4 > 0 THEN $5 ELSE reported_upto_seq END
+			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3`,
+			p.TenantID, p.SessionID, p.TurnID, p.ContextTokens, p.ContextUpTo)
 		return interpretError(err)
 	})
 	if err != nil {
