@@ -174,11 +174,15 @@ func functionTools(specs []aap.ToolSpec) ([]sdk.ChatCompletionToolUnionParam, er
 			def.Description = sdk.String(t.Description)
 		}
 		if len(t.Parameters) > 0 {
-			// UseNumber keeps the schema's numbers exactly as written.
-			dec := json.NewDecoder(bytes.NewReader(t.Parameters))
-			dec.UseNumber()
-			if err := dec.Decode(&def.Parameters); err != nil {
+			// The top-level properties stay raw JSON so the schema is sent
+			// exactly as written.
+			var props map[string]json.RawMessage
+			if err := json.Unmarshal(t.Parameters, &props); err != nil {
 				return nil, fmt.Errorf("openai: tool %q: parameters are not a JSON object: %w", t.Name, err)
+			}
+			def.Parameters = make(shared.FunctionParameters, len(props))
+			for k, v := range props {
+				def.Parameters[k] = v
 			}
 		}
 		tools = append(tools, sdk.ChatCompletionFunctionTool(def))
