@@ -190,7 +190,7 @@ func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams,
 		acc.add(stream.Current())
 	}
 	if err := stream.Err(); err != nil {
-		return describeProvider(idle.explain(err))
+		return idle.explain(describeProvider(err))
 	}
 	if !acc.finished() {
 		// The body ended cleanly but the answer did not: a proxy cut the
@@ -203,10 +203,13 @@ func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams,
 // describe turns a final failure into the error Generate returns: wrapped
 // with what was tried, and with the API key scrubbed from its text.
 func (m *Model) describe(err error, attempt int, key string) error {
-	if attempt > 0 {
-		err = fmt.Errorf("openai: after %d retries: %w", attempt, err)
-	} else {
+	switch attempt {
+	case 0:
 		err = fmt.Errorf("openai: %w", err)
+	case 1:
+		err = fmt.Errorf("openai: after 1 retry: %w", err)
+	default:
+		err = fmt.Errorf("openai: after %d retries: %w", attempt, err)
 	}
 	return scrub(err, key, m.cfg.APIKey)
 }

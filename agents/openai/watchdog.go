@@ -36,6 +36,8 @@ type watchdog struct {
 	cancel  context.CancelCauseFunc
 	timer   *time.Timer
 	stopped atomic.Bool
+	// responded is set once the provider's response started.
+	responded atomic.Bool
 }
 
 // watch returns a context derived from parent that is cancelled with an
@@ -63,13 +65,21 @@ func (w *watchdog) stop() {
 }
 
 // explain replaces the bare "context canceled" of a request the watchdog
-// cut with the reason it was cut.
+// cut with the reason it was cut, and says when a transport error broke a
+// stream that had started rather than the request.
 func (w *watchdog) explain(err error) error {
-	var idle *IdleTimeoutError
-	if cause := context.Cause(w.ctx); errors.As(cause, &idle) && !errors.As(err, &idle) {
+	var (
+		idle   *IdleTimeoutError
+		status *StatusError
+		stream *StreamError
+	)
+	switch {
+	case errors.As(context.Cause(w.ctx), &idle):
 		return idle
+	case errors.As(err, &status), errors.As(err, &stream), !w.responded.Load():
+		return err
 	}
-	return err
+	return fmt.Errorf("the stream broke: %w", err)
 }
 
 // middleware kicks the watchdog when the response starts and on every
@@ -77,6 +87,7 @@ func (w *watchdog) explain(err error) error {
 func (w *watchdog) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 	res, err := next(req)
 	if res != nil && res.Body != nil {
+		w.responded.Store(true)
 		w.kick()
 		res.Body = &kickingBody{ReadCloser: res.Body, w: w}
 	}
