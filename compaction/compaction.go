@@ -20,8 +20,8 @@ type Item struct {
 	Extra json.RawMessage
 	// SourceSeq is the full-history message this item copies, or 0 for an
 	// item compaction wrote (a summary or a placeholder). Compaction never
-	// changes the SourceSeq of an item it keeps, and never prunes or
-	// re-summarizes on its own an item whose SourceSeq is 0.
+	// changes the SourceSeq of an item it keeps, and never prunes an item
+	// whose SourceSeq is 0 (a placeholder it wrote).
 	SourceSeq int64
 }
 

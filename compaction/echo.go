@@ -3,19 +3,16 @@ package compaction
 import (
 	"context"
 	"strings"
-
-	"github.com/aapd/aapd/aap"
 )
 
 // EchoLineChars bounds each line of an EchoSummarizer summary.
 const EchoLineChars = 200
 
 // EchoSummarizer is a deterministic Summarizer that needs no model: for the
-// echo agent and for tests. Its summary has one line per system, user and
-// assistant message — the role, the first line of its text, the tools an
-// assistant called — each cut to EchoLineChars bytes, and carries over the
-// lines of an earlier summary whole. When that exceeds maxTokens it keeps
-// the newest lines.
+// echo agent and for tests. Its summary has one line per message — the
+// role, the first line of its text, the tools an assistant called — each cut
+// to EchoLineChars bytes, and carries over the lines of an earlier summary
+// whole. When that exceeds maxTokens it keeps the newest lines.
 type EchoSummarizer struct{}
 
 // Summarize implements Summarizer.
@@ -23,20 +20,19 @@ func (EchoSummarizer) Summarize(_ context.Context, items []Item, maxTokens int) 
 	var lines []string
 	for _, it := range items {
 		m := it.Message
-		switch {
-		case IsSummary(it):
+		if IsSummary(it) {
 			lines = append(lines, strings.Split(strings.TrimPrefix(m.Content.Text, SummaryPrefix), "\n")...)
-		case m.Role != aap.RoleTool:
-			line := string(m.Role) + ": " + firstLine(m.Content.PlainText())
-			if calls := m.ToolCalls(); len(calls) > 0 {
-				names := make([]string, len(calls))
-				for i, c := range calls {
-					names[i] = c.Name
-				}
-				line += " [called " + strings.Join(names, ", ") + "]"
-			}
-			lines = append(lines, truncate(line, EchoLineChars))
+			continue
 		}
+		line := string(m.Role) + ": " + firstLine(m.Content.PlainText())
+		if calls := m.ToolCalls(); len(calls) > 0 {
+			names := make([]string, len(calls))
+			for i, c := range calls {
+				names[i] = c.Name
+			}
+			line += " [called " + strings.Join(names, ", ") + "]"
+		}
+		lines = append(lines, truncate(line, EchoLineChars))
 	}
 	budget := (maxTokens-MessageTokens)*BytesPerToken - len(SummaryPrefix)
 	size := 0

@@ -60,17 +60,14 @@ func (s Summarize) Compact(ctx context.Context, h History, p Policy) (Result, er
 	c := l.cut(before, p.Target, func(int) int { return p.SummaryMaxTokens })
 	from := l.starts[c]
 	replaced := h.Items[l.head:from:from]
-	// Summarize only what a summary can shrink, and never rewrite earlier
-	// summaries on their own: either would change the history without
-	// making it smaller, and compacting it again would not be a no-op.
-	tokens, sources := 0, 0
-	for i := l.head; i < from; i++ {
-		tokens += l.tokens[i]
-		if h.Items[i].SourceSeq != 0 {
-			sources++
-		}
+	// Summarize only what is longer than a summary may be. This also leaves
+	// alone an earlier summary that is all there is to remove, as it was
+	// cut to that length: compacting again is a no-op.
+	tokens := 0
+	for _, t := range l.tokens[l.head:from] {
+		tokens += t
 	}
-	if tokens <= p.SummaryMaxTokens || sources == 0 {
+	if tokens <= p.SummaryMaxTokens {
 		return unchanged(h, before), nil
 	}
 	text, err := s.Summarizer.Summarize(ctx, replaced, p.SummaryMaxTokens)

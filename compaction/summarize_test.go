@@ -58,13 +58,33 @@ func TestSummarizeRollsTheEarlierSummaryForward(t *testing.T) {
 
 func TestSummarizeLeavesAnEarlierSummaryAlone(t *testing.T) {
 	t.Parallel()
-	// Over the threshold, but only an earlier summary precedes the newest
-	// messages: summarizing a summary would change without shrinking.
-	items := append([]Item{summaryItem(text(300), 200)}, hist(userN(600), assistantN(600))...)
+	// Over the threshold, but only an earlier summary, within
+	// summary_max_tokens, precedes the newest messages: summarizing it again
+	// would change without shrinking.
+	p := policy(StrategySummarize, 1_000, 400, 2)
+	items := append([]Item{summaryItem(text(1_000), p.SummaryMaxTokens)}, hist(userN(600), assistantN(600))...)
 	s := &recorder{}
-	r := compact(t, Summarize{Summarizer: s}, History{Items: items}, policy(StrategySummarize, 1_000, 400, 2))
+	r := compact(t, Summarize{Summarizer: s}, History{Items: items}, p)
 	if r.Changed || len(s.calls) != 0 {
 		t.Fatalf("changed %v to %s after %d summarizer calls; want no change and no call", r.Changed, shape(r.Items), len(s.calls))
+	}
+}
+
+func TestSummarizeShortensAnEarlierSummaryOverTheLimit(t *testing.T) {
+	t.Parallel()
+	// The policy's summary_max_tokens was lowered since the summary was
+	// written: rewriting it is the only way left to shrink the history.
+	p := policy(StrategySummarize, 1_000, 400, 2)
+	earlier := summaryItem(text(4_000), 2_000)
+	items := append([]Item{earlier}, hist(userN(600), assistantN(600))...)
+	s := &recorder{summary: "shorter"}
+	r := compact(t, Summarize{Summarizer: s}, History{Items: items}, p)
+	if got, want := shape(r.Items), "summary U1 A2"; !r.Changed || got != want {
+		t.Fatalf("got %s (changed %v), want %s", got, r.Changed, want)
+	}
+	if r.Items[0].Message.Content.Text != SummaryPrefix+"shorter" || r.FirstSeq != 0 || r.Summarized != 1 {
+		t.Errorf("summary %q, removed seqs from %d, summarized %d; want the new summary, none, 1",
+			r.Items[0].Message.Content.Text, r.FirstSeq, r.Summarized)
 	}
 }
 
@@ -154,6 +174,8 @@ func TestEchoSummarizer(t *testing.T) {
 		"system: Be brief.",
 		"user: What time is it?",
 		"assistant: Let me look. [called lookup, lookup]",
+		"tool: 12:00",
+		"tool: UTC",
 		"assistant: It is noon UTC.",
 		truncate("user: "+text(500), EchoLineChars),
 	}, "\n")
