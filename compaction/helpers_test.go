@@ -83,13 +83,14 @@ func compact(t testing.TB, s Strategy, h History, p Policy) Result {
 }
 
 // recorder is a fake Summarizer: it records what it was given and answers
-// with a fixed summary or error.
+// with a fixed summary or error, or with what next answers.
 type recorder struct {
 	mu        sync.Mutex
 	calls     [][]Item
 	maxTokens []int
 	summary   string
 	err       error
+	next      Summarizer
 }
 
 func (r *recorder) Summarize(ctx context.Context, items []Item, maxTokens int) (string, error) {
@@ -105,6 +106,9 @@ func (r *recorder) Summarize(ctx context.Context, items []Item, maxTokens int) (
 	}
 	if r.summary != "" {
 		return r.summary, nil
+	}
+	if r.next != nil {
+		return r.next.Summarize(ctx, items, maxTokens)
 	}
 	return fmt.Sprintf("%d messages, from %s", len(items), shape(items)), nil
 }
