@@ -1,12 +1,10 @@
 package compaction
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 
 	"github.com/aapd/aapd/aap"
 )
@@ -101,13 +99,13 @@ func unchanged(h History, tokens int) Result {
 
 // finish completes a strategy's result: tokens after, Changed and the range
 // of removed seqs. extra is what the provider counts beyond the estimate
-// (see Count). A result that does not lower the count, or that comes out
-// identical to the input, is no change: that is what makes compacting a
-// compacted history a no-op.
+// (see Count). A result that does not lower the count is no change — this
+// includes one that comes out identical to the input — and that is what
+// makes compacting a compacted history a no-op.
 func finish(h History, out []Item, r Result, extra int) Result {
 	r.Items = out
 	r.TokensAfter = Estimate(out) + extra
-	if r.TokensAfter >= r.TokensBefore || sameItems(h.Items, out) {
+	if r.TokensAfter >= r.TokensBefore {
 		return unchanged(h, r.TokensBefore)
 	}
 	r.Changed = true
@@ -116,8 +114,8 @@ func finish(h History, out []Item, r Result, extra int) Result {
 }
 
 // removedSeqs returns the lowest and highest SourceSeq of the input items
-// that out no longer holds verbatim. Kept items appear in out in input
-// order, so one walk over both finds them.
+// out no longer holds. Strategies keep items as they are and in order, so
+// one walk over both finds them by seq.
 func removedSeqs(in, out []Item) (first, last int64) {
 	j := 0
 	for _, it := range in {
@@ -127,7 +125,7 @@ func removedSeqs(in, out []Item) (first, last int64) {
 		for j < len(out) && out[j].SourceSeq == 0 {
 			j++
 		}
-		if j < len(out) && out[j].SourceSeq == it.SourceSeq && sameItem(out[j], it) {
+		if j < len(out) && out[j].SourceSeq == it.SourceSeq {
 			j++
 			continue
 		}
@@ -137,22 +135,4 @@ func removedSeqs(in, out []Item) (first, last int64) {
 		last = it.SourceSeq
 	}
 	return first, last
-}
-
-func sameItems(a, b []Item) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !sameItem(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// sameItem reports whether two items are identical: same source, same
-// provider bytes and the same message (content form included).
-func sameItem(a, b Item) bool {
-	return a.SourceSeq == b.SourceSeq && bytes.Equal(a.Extra, b.Extra) && reflect.DeepEqual(a.Message, b.Message)
 }

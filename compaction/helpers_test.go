@@ -1,9 +1,11 @@
 package compaction
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -111,4 +113,22 @@ func (r *recorder) Summarize(ctx context.Context, items []Item, maxTokens int) (
 		return r.next.Summarize(ctx, items, maxTokens)
 	}
 	return fmt.Sprintf("%d messages, from %s", len(items), shape(items)), nil
+}
+
+func sameItems(a, b []Item) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !sameItem(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameItem reports whether two items are identical: same source, same
+// provider bytes and the same message (content form included).
+func sameItem(a, b Item) bool {
+	return a.SourceSeq == b.SourceSeq && bytes.Equal(a.Extra, b.Extra) && reflect.DeepEqual(a.Message, b.Message)
 }

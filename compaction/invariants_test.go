@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/aapd/aapd/aap"
 )
@@ -165,7 +166,15 @@ func TestCompactPrunesOnlyInPlace(t *testing.T) {
 				return fmt.Errorf("pruned item %d answers %q, which no input result answers", j, o.Message.ToolCallID)
 			}
 			if orig.SourceSeq != 0 {
-				chars, images := size(orig.Message.Content)
+				chars, images := 0, 0
+				for _, b := range orig.Message.Content.AsBlocks() {
+					switch b.Type {
+					case aap.BlockText:
+						chars += utf8.RuneCountInString(b.Text)
+					case aap.BlockImage:
+						images++
+					}
+				}
 				if chars <= c.p.PruneMinChars && images == 0 {
 					return fmt.Errorf("pruned item %d replaced a result of %d characters, not over %d", j, chars, c.p.PruneMinChars)
 				}

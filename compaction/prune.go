@@ -26,8 +26,8 @@ type PruneToolResults struct{}
 
 // Compact implements Strategy.
 func (PruneToolResults) Compact(_ context.Context, h History, p Policy) (Result, error) {
-	l, before, extra, err := prepare(h, p)
-	if err != nil || before <= p.Threshold {
+	l, before, extra, over, err := prepare(h, p)
+	if !over {
 		return unchanged(h, before), err
 	}
 	out := h.Items
@@ -38,8 +38,8 @@ func (PruneToolResults) Compact(_ context.Context, h History, p Policy) (Result,
 		if it.Message.Role != aap.RoleTool || it.SourceSeq == 0 {
 			continue
 		}
-		chars, images := size(it.Message.Content)
-		if chars <= p.PruneMinChars && images == 0 {
+		chars, images, ok := bulky(it.Message.Content, p.PruneMinChars)
+		if !ok {
 			continue
 		}
 		placeholder := aap.ToolMessage(it.Message.ToolCallID, PrunedText(chars, images))
@@ -83,20 +83,34 @@ func PrunedText(chars, images int) string {
 	return "[tool result pruned: " + what + "]"
 }
 
-// size measures a tool result: the characters of its text and its images.
-func size(c aap.Content) (chars, images int) {
+// bulky reports whether a tool result is bulky — more than minChars
+// characters of text, or an image — with its characters and images. Text has
+// no more characters than bytes, so most results are ruled out without
+// counting characters.
+func bulky(c aap.Content, minChars int) (chars, images int, ok bool) {
+	var texts []string
 	if !c.IsBlocks() {
-		return utf8.RuneCountInString(c.Text), 0
+		texts = []string{c.Text}
 	}
+	textBytes := 0
 	for _, b := range c.Blocks {
 		switch b.Type {
 		case aap.BlockText:
-			chars += utf8.RuneCountInString(b.Text)
+			texts = append(texts, b.Text)
 		case aap.BlockImage:
 			images++
 		}
 	}
-	return chars, images
+	for _, t := range texts {
+		textBytes += len(t)
+	}
+	if textBytes <= minChars && images == 0 {
+		return 0, 0, false
+	}
+	for _, t := range texts {
+		chars += utf8.RuneCountInString(t)
+	}
+	return chars, images, chars > minChars || images > 0
 }
 
 // count writes n with thousands separators and the noun, plural unless 1.

@@ -51,6 +51,12 @@ func TestPruneToolResults(t *testing.T) {
 			want:   "U1 A2 pruned:i A4 U5 A6",
 		},
 		{
+			name:   "prunes a result with an image under a large prune_min_chars",
+			items:  hist(userN(20), calls("i"), imageResult, assistantN(20), userN(20), assistantN(20)),
+			policy: Policy{Strategy: StrategyPruneToolResults, Threshold: 1_000, Target: 500, KeepLast: 2, PruneMinChars: 20_000},
+			want:   "U1 A2 pruned:i A4 U5 A6",
+		},
+		{
 			name: "drops the oldest when pruning is not enough",
 			items: hist(userN(200), calls("a"), resultN("a", 4_000), assistantN(200),
 				userN(200), assistantN(200), userN(20), assistantN(20)),

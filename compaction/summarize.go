@@ -53,8 +53,8 @@ type Summarize struct {
 
 // Compact implements Strategy.
 func (s Summarize) Compact(ctx context.Context, h History, p Policy) (Result, error) {
-	l, before, extra, err := prepare(h, p)
-	if err != nil || before <= p.Threshold || l.units() == 0 {
+	l, before, extra, over, err := prepare(h, p)
+	if !over || l.units() == 0 {
 		return unchanged(h, before), err
 	}
 	c := l.cut(before, p.Target, func(int) int { return p.SummaryMaxTokens })

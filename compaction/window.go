@@ -22,26 +22,24 @@ type Window struct{}
 
 // Compact implements Strategy.
 func (Window) Compact(_ context.Context, h History, p Policy) (Result, error) {
-	l, before, extra, err := prepare(h, p)
-	if err != nil || before <= p.Threshold {
+	l, before, extra, over, err := prepare(h, p)
+	if !over {
 		return unchanged(h, before), err
 	}
 	out, from := dropOldest(h.Items, l, before, p.Target)
 	return finish(h, out, Result{TokensBefore: before, Dropped: from - l.head}, extra), nil
 }
 
-// prepare validates p and lays out h, returning the count of h (by Count)
-// and what the provider's report adds to the estimate.
-func prepare(h History, p Policy) (l layout, tokens, extra int, err error) {
+// prepare validates p and counts h (by Count), returning also what the
+// provider's report adds to the estimate. Only a history over the threshold
+// is laid out: over reports it.
+func prepare(h History, p Policy) (l layout, tokens, extra int, over bool, err error) {
 	extra = reportedExtra(h.Items, h.Usage)
-	if err := p.Validate(); err != nil {
-		return layout{}, Estimate(h.Items) + extra, extra, err
+	tokens = Estimate(h.Items) + extra
+	if err := p.Validate(); err != nil || tokens <= p.Threshold {
+		return layout{}, tokens, extra, false, err
 	}
-	l = layoutOf(h.Items, p.KeepLast)
-	for _, t := range l.tokens {
-		tokens += t
-	}
-	return l, tokens + extra, extra, nil
+	return layoutOf(h.Items, p.KeepLast), tokens, extra, true, nil
 }
 
 // dropOldest removes the fewest oldest units of items (laid out by l, whose
