@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/aapd/aapd/aap"
 )
@@ -154,16 +156,31 @@ func (g *gen) short() int {
 	return g.r.IntN(300)
 }
 
-// alphabet has the characters of generated text: some that JSON escapes,
-// and one of two bytes.
-var alphabet = []rune("abcdefghij klmnopqrstuvwxyz\n.,é{}\"")
-
-func (g *gen) text(n int) string {
+// corpus is random text with characters that JSON escapes and one of two
+// bytes; generated texts are slices of it, which is much faster than drawing
+// each character.
+var corpus = sync.OnceValue(func() string {
+	alphabet := []rune("abcdefghij klmnopqrstuvwxyz\n.,é{}\"")
+	r := rand.New(rand.NewPCG(7, 7))
 	var b strings.Builder
-	for b.Len() < n {
-		b.WriteRune(alphabet[g.r.IntN(len(alphabet))])
+	for b.Len() < 1<<16 {
+		b.WriteRune(alphabet[r.IntN(len(alphabet))])
 	}
 	return b.String()
+})
+
+// text returns about n bytes of random text, cut on characters.
+func (g *gen) text(n int) string {
+	c := corpus()
+	start := g.r.IntN(len(c) - n - utf8.UTFMax)
+	for !utf8.RuneStart(c[start]) {
+		start++
+	}
+	end := start + n
+	for !utf8.RuneStart(c[end]) {
+		end++
+	}
+	return c[start:end]
 }
 
 func assistantText(s string) aap.Message {
