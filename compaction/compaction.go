@@ -29,6 +29,9 @@ type Item struct {
 // Usage means no report; a report is stale, and must not be passed, once the
 // history has been compacted since that call.
 type Usage struct {
+	// InputTokens is every input token of the call, cached ones included:
+	// Anthropic reports cache reads and writes apart from input_tokens, and
+	// they must be added, or a cached conversation looks nearly empty.
 	InputTokens int64
 	Items       int
 }

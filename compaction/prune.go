@@ -2,7 +2,6 @@ package compaction
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"unicode/utf8"
 
@@ -122,5 +121,5 @@ func count(n int, noun string) string {
 	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
 		s = s[:i] + "," + s[i:]
 	}
-	return fmt.Sprintf("%s %s", s, noun)
+	return s + " " + noun
 }

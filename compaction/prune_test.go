@@ -97,8 +97,9 @@ func TestPrunedResultSaysWhatWasThere(t *testing.T) {
 
 func TestPruneLeavesPlaceholdersCompactionWrote(t *testing.T) {
 	t.Parallel()
-	items := hist(userN(20), calls("b"), aap.Message{}, assistantN(20),
+	items := hist(userN(20), calls("b"), resultN("b", 5_000), assistantN(20),
 		userN(20), calls("c"), resultN("c", 4_000), assistantN(20), userN(20), assistantN(20))
+	// An earlier compaction pruned b's result.
 	written := Item{Message: aap.ToolMessage("b", PrunedText(5_000, 0))}
 	items[2] = written
 	// Every result is bulky by this policy, the placeholder included: it
