@@ -22,7 +22,7 @@ func TestServersStartingTogetherOnAFreshDatabase(t *testing.T) {
 	t.Parallel()
 	// The race is between a few statements; several rounds on fresh
 	// databases make it show reliably when it is there.
-	for round := range 3 {
+	for round := range 5 {
 		if !t.Run(fmt.Sprintf("round %d", round+1), startReplicasTogether) {
 			return
 		}
