@@ -44,8 +44,9 @@ func snapshot(t *testing.T, s *testServer, c *client, tenantID, name, id string)
 	}
 }
 
-// notFoundShape returns a 404 problem without the members that name the
-// request itself (instance, requestId), for comparing two 404s.
+// notFoundShape returns a 404 problem and its headers without what names
+// the request itself (instance, requestId, X-Request-Id, Date), for
+// comparing two 404s.
 func notFoundShape(t *testing.T, r response) map[string]any {
 	t.Helper()
 	p := checkProblem(t, r, http.StatusNotFound, "not-found")
@@ -57,6 +58,13 @@ func notFoundShape(t *testing.T, r response) map[string]any {
 			t.Errorf("problem lacks %q: %s", k, r.body)
 		}
 		delete(p, k)
+	}
+	for k, v := range r.Header {
+		switch k {
+		case "Date", "X-Request-Id", "Content-Length":
+		default:
+			p["header "+k] = strings.Join(v, ", ")
+		}
 	}
 	return p
 }
