@@ -202,8 +202,10 @@ func (t *turnRun) classify(name string) toolKind {
 
 // callTool runs a server tool; failures become the result the model reads.
 func (t *turnRun) callTool(ctx context.Context, c aap.ToolCall) aap.Content {
+	// Only a tool the session enables runs, granted or not: a seeded or
+	// hallucinated call of any other is answered with an error.
 	tool := t.agent.tool(c.Name)
-	if tool == nil || t.classify(c.Name) == toolUnknown && !t.isGranted(c.ToolCallID) {
+	if tool == nil || t.classify(c.Name) == toolUnknown || t.classify(c.Name) == toolClient {
 		return aap.TextContent(fmt.Sprintf("Error: no tool named %q is available", c.Name))
 	}
 	content, err := tool.Call(ctx, c.Input)
@@ -211,15 +213,6 @@ func (t *turnRun) callTool(ctx context.Context, c aap.ToolCall) aap.Content {
 		return aap.TextContent("Error: " + err.Error())
 	}
 	return content
-}
-
-func (t *turnRun) isGranted(id string) bool {
-	for _, p := range t.session.Pending {
-		if p.ToolCallID == id && p.Granted {
-			return true
-		}
-	}
-	return false
 }
 
 func resultMessage(toolCallID string, content aap.Content) aap.Message {

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/gorilla/mux"
+
+	"github.com/aapd/aapd/store"
 )
 
 // readBody reads the request body, at most MaxBodyBytes of it.
@@ -73,7 +75,7 @@ func position(body []byte, offset int64) (line, col int) {
 // not looked up.
 func sessionID(r *http.Request) (string, error) {
 	id := mux.Vars(r)["id"]
-	if !strings.HasPrefix(id, "sess_") || len(id) > 64 {
+	if !store.ValidID("sess_", id) {
 		return "", probNotFound.with("no such session")
 	}
 	return id, nil

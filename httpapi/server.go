@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -83,8 +84,10 @@ func (s *Server) routes() http.Handler {
 	r.NotFoundHandler = s.handle(func(http.ResponseWriter, *http.Request) error {
 		return probNotFound.with("no such endpoint")
 	})
-	r.MethodNotAllowedHandler = s.handle(func(http.ResponseWriter, *http.Request) error {
-		return probMethod.with("this endpoint does not take that method")
+	r.MethodNotAllowedHandler = s.handle(func(w http.ResponseWriter, req *http.Request) error {
+		allowed := allowedMethods(r, req)
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		return probMethod.with("this endpoint takes %s, not %s", strings.Join(allowed, ", "), req.Method)
 	})
 
 	// Operations: always public.
@@ -113,6 +116,21 @@ func (s *Server) routes() http.Handler {
 	api.Handle("/sessions/{id}/turns/{turnId}/events", s.handle(s.turnEvents)).Methods(http.MethodGet)
 	api.Handle("/sessions/{id}/turns/{turnId}/cancel", s.handle(s.cancelTurn)).Methods(http.MethodPost)
 	return r
+}
+
+// allowedMethods lists the methods the router would take for the request's
+// path, for the Allow header a 405 must carry (RFC 9110).
+func allowedMethods(router *mux.Router, req *http.Request) []string {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := req.Clone(req.Context())
+		probe.Method = m
+		var match mux.RouteMatch
+		if router.Match(probe, &match) && match.MatchErr == nil {
+			allowed = append(allowed, m)
+		}
+	}
+	return allowed
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {

@@ -170,7 +170,7 @@ func (s *Server) turnRef(r *http.Request) (store.Turn, error) {
 		return store.Turn{}, err
 	}
 	turnID := mux.Vars(r)["turnId"]
-	if !strings.HasPrefix(turnID, "turn_") || len(turnID) > 64 {
+	if !store.ValidID("turn_", turnID) {
 		return store.Turn{}, probNotFound.with("no such turn")
 	}
 	t, err := s.cfg.Store.TurnGet(r.Context(), tenantOf(r), id, turnID)

@@ -44,13 +44,13 @@ func (s *Store) openSealer(ctx context.Context, key []byte) (*sealer, error) {
 	if _, err := rand.Read(generated); err != nil {
 		return nil, err
 	}
-	err := s.pool.QueryRow(ctx, `
-		WITH ins AS (
-			INSERT INTO server_settings (name, value) VALUES ('encryption_key', $1)
-			ON CONFLICT (name) DO NOTHING RETURNING value)
-		SELECT value FROM ins
-		UNION ALL SELECT value FROM server_settings WHERE name = 'encryption_key'
-		LIMIT 1`, generated).Scan(&key)
+	// Two steps, not one statement: a statement cannot see a row that a
+	// replica starting at the same moment committed after it began.
+	_, err := s.pool.Exec(ctx, `INSERT INTO server_settings (name, value) VALUES ('encryption_key', $1)
+		ON CONFLICT (name) DO NOTHING`, generated)
+	if err == nil {
+		err = s.pool.QueryRow(ctx, `SELECT value FROM server_settings WHERE name = 'encryption_key'`).Scan(&key)
+	}
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table

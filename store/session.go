@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"fmt"
 	"strings"
 	"time"
@@ -293,6 +294,17 @@ func (s *Store) SessionDelete(ctx context.Context, tenantID, id string) (activeT
 	return activeTurnID, nil
 }
 
+// idPattern is the form of every id this store issues: a prefix and the
+// hex of a UUIDv7.
+var idPattern = regexp.MustCompile(`^(sess|turn)_[0-9a-f]{32}$`)
+
+// ValidID reports whether id is an id this store could have issued with the
+// prefix ("sess_" or "turn_"). Anything else is looked up nowhere: it cannot
+// exist, and it may not even be text Postgres accepts.
+func ValidID(prefix, id string) bool {
+	return strings.HasPrefix(id, prefix) && idPattern.MatchString(id)
+}
+
 // encodeCursor makes the opaque cursor of a keyset page ending at id.
 func encodeCursor(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
 
@@ -303,7 +315,7 @@ func decodeCursor(cursor, prefix string) (string, error) {
 		return "", nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil || !strings.HasPrefix(string(b), prefix) || len(b) > 64 {
+	if err != nil || !ValidID(prefix, string(b)) {
 		return "", ErrBadCursor
 	}
 	return string(b), nil

@@ -238,7 +238,7 @@ func TestBadInputs(t *testing.T) {
 		{name: "v1 singular route", method: "PUT", path: "/session", body: createBody(nil), status: http.StatusNotFound, slug: notFound},
 		{name: "wrong method on /sessions", method: "PUT", path: "/sessions", body: createBody(nil), status: http.StatusMethodNotAllowed, slug: "method-not-allowed", allow: []string{"GET", "POST"}},
 		{name: "wrong method on a session", method: "PATCH", path: "/sessions/{sid}", body: map[string]any{}, status: http.StatusMethodNotAllowed, slug: "method-not-allowed", allow: []string{"GET", "DELETE"}},
-		{name: "wrong method on turns", method: "GET", path: "/sessions/{sid}/turns", status: http.StatusMethodNotAllowed, slug: "method-not-allowed", allow: []string{"POST"}},
+		{name: "wrong method on turns", method: "DELETE", path: "/sessions/{sid}/turns", status: http.StatusMethodNotAllowed, slug: "method-not-allowed", allow: []string{"GET", "POST"}},
 		{name: "wrong method on history", method: "POST", path: "/sessions/{sid}/history", body: map[string]any{}, status: http.StatusMethodNotAllowed, slug: "method-not-allowed", allow: []string{"GET"}},
 		{name: "wrong method on meta", method: "POST", path: "/meta", body: map[string]any{}, status: http.StatusMethodNotAllowed, slug: "method-not-allowed", allow: []string{"GET"}},
 	}
@@ -288,7 +288,7 @@ func TestBadInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stored.Options != nil || stored.SecretOptions != nil || len(stored.Pending) != 0 || stored.ActiveTurnID != "" ||
+	if len(stored.Options) != 0 || len(stored.SecretOptions) != 0 || len(stored.Pending) != 0 || stored.ActiveTurnID != "" ||
 		len(stored.AgentTools) != 1 || stored.AgentTools[0] != (aap.ServerToolRef{Name: "clock", Trust: true}) ||
 		len(stored.ClientTools) != 1 || stored.ClientTools[0].Name != "lookup" {
 		t.Errorf("refused turns changed the session: %+v", stored)

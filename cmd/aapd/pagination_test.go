@@ -62,7 +62,7 @@ func createSessions(t *testing.T, s *testServer, tenantID string, n int) []strin
 	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
-		sess, err := s.Store.SessionCreate(t.Context(), store.SessionCreateParams{TenantID: tenantID, AgentName: "echo"})
+		sess, _, err := s.Store.SessionCreate(t.Context(), store.SessionCreateParams{TenantID: tenantID, AgentName: "echo"})
 		if err != nil {
 			t.Fatal(err)
 		}
