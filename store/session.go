@@ -6,8 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"regexp"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
