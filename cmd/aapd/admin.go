@@ -18,6 +18,9 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := f.parse(args); err != nil {
 		return err
 	}
+	if err := f.noArgs(); err != nil {
+		return err
+	}
 	if err := requireDatabaseURL(*dbURL); err != nil {
 		return err
 	}
@@ -66,6 +69,9 @@ func tenantsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(stdout, "%s\t%s\n", t.ID, t.Name)
 		return nil
 	case "list":
+		if err := f.noArgs(); err != nil {
+			return err
+		}
 		st, err := openStore(ctx, *dbURL)
 		if err != nil {
 			return err

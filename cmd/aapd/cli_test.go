@@ -436,3 +436,15 @@ func TestServeFlagErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestCLIFlagsMayFollowArguments(t *testing.T) {
+	t.Parallel()
+	db := storetest.URL(t)
+	name := uniqueName("late-flags")
+	aapd(t, "tenants", "create", name, "--database-url", db).ok(t)
+	key := strings.TrimSpace(aapd(t, "keys", "create", "--tenant", name, "--database-url", db, "--name", "late").ok(t).stdout)
+	if !keyPattern.MatchString(key) {
+		t.Errorf("key = %q", key)
+	}
+	aapd(t, "migrate", "--database-url", db, "extra").failed(t, 2, `unexpected argument "extra"`)
+}

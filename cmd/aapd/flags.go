@@ -12,7 +12,27 @@ import (
 // variables: a flag given on the command line wins over its variable.
 type flagSet struct {
 	*flag.FlagSet
-	env map[string]string // flag name -> environment variable
+	env  map[string]string // flag name -> environment variable
+	args []string          // positional arguments
+}
+
+// NArg is the number of positional arguments.
+func (f *flagSet) NArg() int { return len(f.args) }
+
+// Arg is the i-th positional argument, or "".
+func (f *flagSet) Arg(i int) string {
+	if i < len(f.args) {
+		return f.args[i]
+	}
+	return ""
+}
+
+// noArgs refuses positional arguments for commands that take none.
+func (f *flagSet) noArgs() error {
+	if len(f.args) > 0 {
+		return &usageError{fmt.Sprintf("%s: unexpected argument %q", f.Name(), f.args[0])}
+	}
+	return nil
 }
 
 func newFlagSet(name string, stderr io.Writer) *flagSet {
@@ -30,13 +50,27 @@ func (f *flagSet) fromEnv(name, env string) {
 	}
 }
 
-// parse parses args, then fills the flags not given from the environment.
+// parse parses args, flags and positional arguments in any order (so that
+// "tenants create acme --database-url URL" works), then fills the flags not
+// given from the environment. Positional arguments are in f.args.
 func (f *flagSet) parse(args []string) error {
-	if err := f.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
+	for {
+		if err := f.Parse(args); err != nil {
+			if err == flag.ErrHelp {
+				return err
+			}
+			return &usageError{err.Error()}
 		}
-		return &usageError{err.Error()}
+		args = f.Args()
+		if len(args) == 0 {
+			break
+		}
+		if args[0] == "--" {
+			f.args = append(f.args, args[1:]...)
+			break
+		}
+		f.args = append(f.args, args[0])
+		args = args[1:]
 	}
 	given := map[string]bool{}
 	f.Visit(func(fl *flag.Flag) { given[fl.Name] = true })

@@ -69,8 +69,8 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 	if err := f.parse(args); err != nil {
 		return Config{}, err
 	}
-	if f.NArg() > 0 {
-		return Config{}, &usageError{fmt.Sprintf("serve: unexpected argument %q", f.Arg(0))}
+	if err := f.noArgs(); err != nil {
+		return Config{}, err
 	}
 	cfg.DatabaseURL = *dbURL
 	if err := requireDatabaseURL(cfg.DatabaseURL); err != nil {
