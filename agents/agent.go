@@ -31,6 +31,9 @@ type Agent struct {
 	// ModelOption names the option whose value is the provider model id
 	// (ModelRequest.Model); empty if the agent has none.
 	ModelOption string
+	// Compaction keeps the compacted history bounded; nil keeps it equal to
+	// the full history.
+	Compaction *Compaction
 }
 
 // tool returns the server tool with the given name.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/compaction"
 	"github.com/aapd/aapd/store"
 )
 
@@ -22,6 +23,19 @@ type turnRun struct {
 	stream   *Stream
 	recorder *recorder
 	usage    Usage
+	// lastSeq is the seq of the newest message of history.
+	lastSeq int64
+	// The provider's report on the turn's last model call that had one: its
+	// input tokens, how many messages of history it saw, and the seq of the
+	// newest of them. Compaction counts tokens from it.
+	contextTokens int64
+	contextItems  int
+	contextUpTo   int64
+}
+
+// contextUsage is the provider's last report, as compaction reads it.
+func (t *turnRun) contextUsage() compaction.Usage {
+	return compaction.Usage{InputTokens: t.contextTokens, Items: t.contextItems}
 }
 
 // emit sends an event to the turn's live stream and records it.
@@ -35,8 +49,12 @@ func (t *turnRun) run(ctx context.Context) (aap.StopReason, error) {
 		return aap.StopError, err
 	}
 	for range t.agent.maxSteps() {
+		seen, upTo := len(t.history), t.lastSeq
 		resp, err := t.agent.Model.Generate(ctx, t.modelRequest(), t.onDelta)
 		t.usage = t.usage.Add(resp.Usage)
+		if resp.Usage.InputTokens > 0 {
+			t.contextTokens, t.contextItems, t.contextUpTo = resp.Usage.InputTokens, seen, upTo
+		}
 		if err != nil {
 			t.keepPartial(ctx, resp.Message)
 			return aap.StopError, fmt.Errorf("model: %w", err)
@@ -103,6 +121,7 @@ func (t *turnRun) commit(ctx context.Context, msgs []store.NewMessage, pending [
 	}
 	for _, m := range stored {
 		t.history = append(t.history, Message{Message: m.Message, Extra: m.Extra})
+		t.lastSeq = m.Seq
 	}
 	t.session.Pending = pending
 	return nil

@@ -154,7 +154,7 @@ func (r *Runner) Start(ctx context.Context, p StartParams) (*Handle, error) {
 		TenantID: p.TenantID, SessionID: p.SessionID, Type: aap.HistoryCompacted})
 	if err != nil {
 		release()
-		r.finish(context.WithoutCancel(ctx), begun.Turn, store.TurnFailed, aap.StopError, err, Usage{},
+		r.finish(context.WithoutCancel(ctx), &turnRun{turn: begun.Turn}, store.TurnFailed, aap.StopError, err,
 			[]store.TurnEvent{{Seq: 1, Event: aap.TurnStart()}, {Seq: 2, Event: aap.TurnStop(aap.StopError)}})
 		return nil, err
 	}
@@ -164,6 +164,7 @@ func (r *Runner) Start(ctx context.Context, p StartParams) (*Handle, error) {
 	}
 	for i, m := range history {
 		run.history[i] = Message{Message: m.Message, Extra: m.Extra}
+		run.lastSeq = m.Seq
 	}
 	run.emit(aap.TurnStart())
 
@@ -236,16 +237,21 @@ func (r *Runner) execute(ctx context.Context, run *turnRun) {
 	// its next turn at once.
 	stopEvent := aap.TurnStop(stop)
 	events := append(run.recorder.take(), store.TurnEvent{Seq: run.stream.Len() + 1, Event: stopEvent})
-	r.finish(context.WithoutCancel(ctx), run.turn, status, stop, err, run.usage, events)
+	r.finish(context.WithoutCancel(ctx), run, status, stop, err, events)
 	run.stream.append(stopEvent)
+	if status == store.TurnCompleted {
+		r.compactAfterTurn(ctx, run)
+	}
 }
 
 // finish records a turn's end and releases its session, retrying while the
 // database is unavailable.
-func (r *Runner) finish(ctx context.Context, turn store.Turn, status store.TurnStatus, stop aap.StopReason, err error, usage Usage, events []store.TurnEvent) {
+func (r *Runner) finish(ctx context.Context, run *turnRun, status store.TurnStatus, stop aap.StopReason, err error, events []store.TurnEvent) {
+	turn := run.turn
 	p := store.TurnFinishParams{
 		TenantID: turn.TenantID, SessionID: turn.SessionID, TurnID: turn.ID,
-		Status: status, StopReason: stop, InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens,
+		Status: status, StopReason: stop, InputTokens: run.usage.InputTokens, OutputTokens: run.usage.OutputTokens,
+		ContextTokens: run.contextTokens, ContextUpTo: run.contextUpTo,
 		Events: events,
 	}
 	if err != nil {

@@ -115,6 +115,10 @@ func (s *Server) routes() http.Handler {
 	api.Handle("/sessions/{id}/turns/{turnId}", s.handle(s.getTurn)).Methods(http.MethodGet)
 	api.Handle("/sessions/{id}/turns/{turnId}/events", s.handle(s.turnEvents)).Methods(http.MethodGet)
 	api.Handle("/sessions/{id}/turns/{turnId}/cancel", s.handle(s.cancelTurn)).Methods(http.MethodPost)
+
+	// Extensions (docs/compaction.md): compaction on demand, and its records.
+	api.Handle("/sessions/{id}/compact", s.handle(s.compactSession)).Methods(http.MethodPost)
+	api.Handle("/sessions/{id}/compactions", s.handle(s.listCompactions)).Methods(http.MethodGet)
 	return r
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/agents/tools"
+	"github.com/aapd/aapd/compaction"
 )
 
 // Name is the echo agent's name.
@@ -61,8 +62,21 @@ func NewAgent() *agents.Agent {
 		},
 		Model: Model{},
 		Tools: []agents.Tool{tools.Clock(nil), tools.Calculator()},
+		Compaction: &agents.Compaction{
+			Policy:     DefaultCompaction,
+			Summarizer: compaction.EchoSummarizer{},
+		},
 	}
 }
+
+// DefaultCompaction is the echo agent's compaction policy: small, so that
+// compaction can be watched in a short conversation, and deterministic.
+var DefaultCompaction = compaction.Policy{
+	Strategy:  compaction.StrategySummarize,
+	Threshold: 4000,
+	Target:    2400,
+	KeepLast:  8,
+}.WithDefaults()
 
 // Model is the echo model.
 type Model struct{}

@@ -1,0 +1,204 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/compaction"
+	"github.com/aapd/aapd/store"
+)
+
+// Compaction is how an agent keeps the history its model sees bounded.
+type Compaction struct {
+	Policy compaction.Policy
+	// Summarizer writes the summaries of the summarize strategy; nil means
+	// the agent's own model (see modelSummarizer).
+	Summarizer compaction.Summarizer
+}
+
+// Compaction triggers, as recorded.
+const (
+	TriggerAuto   = "auto"
+	TriggerManual = "manual"
+)
+
+// CompactOutcome is what a compaction did.
+type CompactOutcome struct {
+	// Changed is false when there was nothing to compact.
+	Changed bool
+	// Record is the stored record of the compaction, when Changed.
+	Record store.Compaction
+	// Tokens counts the compacted history when nothing changed.
+	Tokens int
+	// Reason says why nothing changed.
+	Reason string
+}
+
+// Compact compacts a session's history now (POST /sessions/:id/compact):
+// down to the policy's target, even if the history is under its threshold.
+// It fails with *store.TurnRunningError while a turn runs.
+func (r *Runner) Compact(ctx context.Context, tenantID, sessionID string) (CompactOutcome, error) {
+	sess, err := r.store.SessionGet(ctx, tenantID, sessionID)
+	if err != nil {
+		return CompactOutcome{}, err
+	}
+	agent, ok := r.cfg.Agents.Get(sess.AgentName)
+	if !ok {
+		return CompactOutcome{}, fmt.Errorf("%w: %q", ErrUnknownAgent, sess.AgentName)
+	}
+	if sess.ActiveTurnID != "" {
+		// A claim may be dead: CompactionApply decides; this only spares
+		// the work while a turn is plainly running.
+		if t, err := r.store.TurnGet(ctx, tenantID, sessionID, sess.ActiveTurnID); err == nil && t.Status == store.TurnRunning && r.liveStream(t.ID) != nil {
+			return CompactOutcome{}, &store.TurnRunningError{TurnID: t.ID}
+		}
+	}
+	return r.compact(ctx, agent, sess, TriggerManual)
+}
+
+// compactAfterTurn compacts when the history the turn left is over the
+// agent's threshold. It judges from the turn's own view of the history,
+// so a turn that needs no compaction costs no extra query.
+func (r *Runner) compactAfterTurn(ctx context.Context, run *turnRun) {
+	c := run.agent.Compaction
+	if c == nil {
+		return
+	}
+	items := make([]compaction.Item, len(run.history))
+	for i, m := range run.history {
+		items[i] = compaction.Item{Message: m.Message, Extra: m.Extra}
+	}
+	if !compaction.Needed(compaction.History{Items: items, Usage: run.contextUsage()}, c.Policy) {
+		return
+	}
+	out, err := r.compact(ctx, run.agent, run.session, TriggerAuto)
+	var running *store.TurnRunningError
+	switch {
+	case errors.As(err, &running), errors.Is(err, store.ErrCompactionConflict), errors.Is(err, store.ErrClaimLost):
+		// The next turn began, or another compaction ran: the next turn's
+		// end tries again.
+	case err != nil:
+		r.log.Warn("compaction failed; the history stays as it was", "session", run.turn.SessionID, "err", err)
+	case out.Changed:
+		r.log.Info("compacted", "session", run.turn.SessionID, "strategy", out.Record.Strategy,
+			"tokens_before", out.Record.TokensBefore, "tokens_after", out.Record.TokensAfter)
+	}
+}
+
+// compact compacts a session's history with its agent's policy and stores
+// the result, if the history has not changed meanwhile.
+func (r *Runner) compact(ctx context.Context, agent *Agent, sess store.Session, trigger string) (CompactOutcome, error) {
+	c := agent.Compaction
+	if c == nil {
+		return CompactOutcome{Reason: "the agent keeps its whole history: it has no compaction policy"}, nil
+	}
+	snap, err := r.store.CompactedSnapshotGet(ctx, sess.TenantID, sess.ID)
+	if err != nil {
+		return CompactOutcome{}, err
+	}
+	h := compaction.History{Items: make([]compaction.Item, len(snap.Messages))}
+	for i, m := range snap.Messages {
+		h.Items[i] = compaction.Item{Message: m.Message, Extra: m.Extra, SourceSeq: m.SourceSeq}
+		if snap.ReportedTokens > 0 && m.Seq <= snap.ReportedUpTo {
+			h.Usage = compaction.Usage{InputTokens: snap.ReportedTokens, Items: i + 1}
+		}
+	}
+	policy := c.Policy
+	tokens := compaction.Count(h.Items, h.Usage)
+	if trigger == TriggerManual {
+		// Asked for: compact now, as if the threshold had just been passed.
+		if tokens <= policy.Target {
+			return CompactOutcome{Tokens: tokens, Reason: "the history is already within the policy's target"}, nil
+		}
+		policy.Threshold = min(policy.Threshold, tokens-1)
+	}
+	summarizer := c.Summarizer
+	if summarizer == nil {
+		summarizer = modelSummarizer{agent: agent, options: agent.ResolveOptions(sess.AllOptions())}
+	}
+	strategy, err := compaction.New(policy.Strategy, summarizer)
+	if err != nil {
+		return CompactOutcome{}, err
+	}
+	res, err := strategy.Compact(ctx, h, policy)
+	if err != nil {
+		return CompactOutcome{}, fmt.Errorf("compact with %s: %w", policy.Strategy, err)
+	}
+	if !res.Changed || len(snap.Messages) == 0 {
+		return CompactOutcome{Tokens: res.TokensBefore, Reason: "nothing can be compacted: what is left is protected (system prompt, newest messages, pending tool calls)"}, nil
+	}
+	p := store.CompactionApplyParams{
+		TenantID: sess.TenantID, SessionID: sess.ID, BaseVersion: snap.Version,
+		UpTo:  snap.Messages[len(snap.Messages)-1].Seq,
+		Items: make([]store.CompactedItem, len(res.Items)),
+		Record: store.Compaction{
+			Trigger: trigger, Strategy: string(policy.Strategy), FromSeq: res.FirstSeq, ToSeq: res.LastSeq,
+			MessagesBefore: len(h.Items), MessagesAfter: len(res.Items),
+			TokensBefore: int64(res.TokensBefore), TokensAfter: int64(res.TokensAfter),
+		},
+	}
+	for i, it := range res.Items {
+		p.Items[i] = store.CompactedItem{SourceSeq: it.SourceSeq, Message: it.Message, Extra: it.Extra}
+	}
+	rec, err := r.store.CompactionApply(ctx, p)
+	if err != nil {
+		return CompactOutcome{}, err
+	}
+	return CompactOutcome{Changed: true, Record: rec}, nil
+}
+
+// summarizerPrompt instructs a model to write the summary that replaces the
+// oldest part of a conversation.
+const summarizerPrompt = `You summarize conversations between a user, an AI assistant and its tools, so that the assistant can continue the conversation without the original messages.
+Keep every fact, decision, name, number, open question and commitment that may matter later; drop pleasantries and repetition.
+Write plain prose or short bullet points in the language of the conversation. Do not continue the conversation and do not address the user.`
+
+// modelSummarizer summarizes with the agent's own model, using the
+// session's options (its model, its own API key).
+type modelSummarizer struct {
+	agent   *Agent
+	options map[string]string
+}
+
+// Summarize shows the model the items as a transcript to summarize, not as
+// a conversation to continue.
+func (m modelSummarizer) Summarize(ctx context.Context, items []compaction.Item, maxTokens int) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Summarize this transcript in at most %d words.\n\n<transcript>\n", max(maxTokens*3/4, 50))
+	for _, it := range items {
+		writeTranscript(&b, it.Message)
+	}
+	b.WriteString("</transcript>")
+	req := ModelRequest{System: summarizerPrompt, Messages: Messages(aap.UserMessage(b.String())), Options: m.options}
+	if m.agent.ModelOption != "" {
+		req.Model = m.options[m.agent.ModelOption]
+	}
+	resp, err := m.agent.Model.Generate(ctx, req, func(ModelDelta) {})
+	if err != nil {
+		return "", fmt.Errorf("summarize: %w", err)
+	}
+	return strings.TrimSpace(resp.Message.Content.PlainText()), nil
+}
+
+func writeTranscript(b *strings.Builder, m aap.Message) {
+	switch m.Role {
+	case aap.RoleTool:
+		fmt.Fprintf(b, "[tool result %s]\n%s\n\n", m.ToolCallID, m.Content.PlainText())
+		return
+	}
+	fmt.Fprintf(b, "[%s]\n", m.Role)
+	for _, blk := range m.Content.AsBlocks() {
+		switch blk.Type {
+		case aap.BlockText:
+			b.WriteString(blk.Text + "\n")
+		case aap.BlockToolUse:
+			fmt.Fprintf(b, "(calls tool %s %s with %s)\n", blk.Name, blk.ToolCallID, blk.Input)
+		case aap.BlockImage:
+			b.WriteString("(an image)\n")
+		}
+	}
+	b.WriteString("\n")
+}

@@ -1,0 +1,64 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/aapd/aapd/store"
+)
+
+// CompactResponse is the body of POST /sessions/:id/compact.
+type CompactResponse struct {
+	Compacted bool `json:"compacted"`
+	// Compaction is the record of what was done, when Compacted.
+	Compaction *store.Compaction `json:"compaction,omitempty"`
+	// Tokens and Reason say, when nothing was done, how big the history is
+	// and why it stays as it is.
+	Tokens int    `json:"tokens,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// compactSession is POST /sessions/:id/compact (extension): compact the
+// session's history now with its agent's policy (docs/compaction.md). 409
+// while a turn runs.
+func (s *Server) compactSession(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	out, err := s.cfg.Runner.Compact(r.Context(), tenantOf(r), id)
+	if err != nil {
+		return err
+	}
+	resp := CompactResponse{Compacted: out.Changed, Tokens: out.Tokens, Reason: out.Reason}
+	if out.Changed {
+		resp.Compaction = &out.Record
+	}
+	return writeJSON(w, http.StatusOK, resp)
+}
+
+// CompactionList is the body of GET /sessions/:id/compactions.
+type CompactionList struct {
+	Compactions []store.Compaction `json:"compactions"`
+}
+
+// listCompactions is GET /sessions/:id/compactions (extension): the
+// session's compactions, newest first (at most ?limit=, default 20).
+func (s *Server) listCompactions(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	limit, err := pageLimit(r)
+	if err != nil {
+		return err
+	}
+	tenant := tenantOf(r)
+	if _, err := s.cfg.Store.SessionGet(r.Context(), tenant, id); err != nil {
+		return err
+	}
+	list, err := s.cfg.Store.CompactionList(r.Context(), tenant, id, limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, CompactionList{Compactions: list})
+}
