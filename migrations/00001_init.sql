@@ -66,6 +66,9 @@ CREATE TABLE messages (
     PRIMARY KEY (tenant_id, session_id, seq),
     FOREIGN KEY (tenant_id, session_id) REFERENCES sessions (tenant_id, id) ON DELETE CASCADE
 );
+-- A turn's messages (the body of a stream "none" response) are found
+-- without reading the rest of a long history.
+CREATE INDEX messages_turn ON messages (tenant_id, session_id, turn_id, seq) WHERE turn_id IS NOT NULL;
 
 -- The compacted history: what the model sees. Appended with the full history
 -- and rewritten by compaction; source_seq is the full-history message it

@@ -32,7 +32,7 @@ type testServer struct {
 }
 
 // startServer starts a server; edit adjusts its configuration.
-func startServer(t *testing.T, edit ...func(*Config)) *testServer {
+func startServer(t testing.TB, edit ...func(*Config)) *testServer {
 	t.Helper()
 	cfg := Config{
 		Addr: "127.0.0.1:0", DatabaseURL: storetest.URL(t), NoMigrate: true,
@@ -60,13 +60,13 @@ func startServer(t *testing.T, edit ...func(*Config)) *testServer {
 
 // client calls a server as one tenant.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 	key  string
 }
 
 // newTenant makes a tenant with a key and returns a client acting as it.
-func (s *testServer) newTenant(t *testing.T) *client {
+func (s *testServer) newTenant(t testing.TB) *client {
 	t.Helper()
 	tn := storetest.NewTenant(t, s.Store)
 	return &client{t: t, base: s.base, key: tn.Key}
@@ -78,7 +78,7 @@ type response struct {
 	body []byte
 }
 
-func (r response) json(t *testing.T, v any) {
+func (r response) json(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(r.body, v); err != nil {
 		t.Fatalf("decode %s body %q: %v", r.Request.URL.Path, r.body, err)
@@ -86,7 +86,7 @@ func (r response) json(t *testing.T, v any) {
 }
 
 // problem decodes an application/problem+json body.
-func (r response) problem(t *testing.T) map[string]any {
+func (r response) problem(t testing.TB) map[string]any {
 	t.Helper()
 	if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
 		t.Fatalf("Content-Type = %q, want application/problem+json (status %d, body %s)", ct, r.StatusCode, r.body)
@@ -139,7 +139,7 @@ func (c *client) do(method, path string, body any, headers ...string) response {
 }
 
 // expect fails the test unless the response has the status.
-func (r response) expect(t *testing.T, status int) response {
+func (r response) expect(t testing.TB, status int) response {
 	t.Helper()
 	if r.StatusCode != status {
 		t.Fatalf("%s %s: status %d, want %d; body: %s", r.Request.Method, r.Request.URL.Path, r.StatusCode, status, r.body)
@@ -207,7 +207,7 @@ type sseEvent struct {
 	Data  string
 }
 
-func (e sseEvent) parse(t *testing.T) aap.Event {
+func (e sseEvent) parse(t testing.TB) aap.Event {
 	t.Helper()
 	ev, err := aap.ParseEvent(aap.EventType(e.Event), []byte(e.Data))
 	if err != nil {
@@ -246,7 +246,7 @@ func (c *client) stream(sid string, body any) (*http.Response, []sseEvent) {
 }
 
 // readEvents reads SSE events until EOF or, if n >= 0, n events.
-func readEvents(t *testing.T, r *bufio.Reader, n int) []sseEvent {
+func readEvents(t testing.TB, r *bufio.Reader, n int) []sseEvent {
 	t.Helper()
 	var (
 		events []sseEvent
@@ -310,7 +310,7 @@ func toolCalls(msgs []aap.Message) []aap.ToolCall {
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {

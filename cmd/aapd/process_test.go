@@ -25,7 +25,7 @@ var (
 )
 
 // aapdBinary builds the aapd binary once per test run.
-func aapdBinary(t *testing.T) string {
+func aapdBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "aapd-test-bin-")
@@ -53,7 +53,7 @@ func removeBinary() {
 
 // proc is an `aapd serve` process.
 type proc struct {
-	t    *testing.T
+	t    testing.TB
 	cmd  *exec.Cmd
 	base string
 	logs *syncBuffer
@@ -77,7 +77,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -89,7 +89,7 @@ func freePort(t *testing.T) int {
 
 // startProc starts aapd serve on a free port against dbURL and waits until
 // it is healthy. Its logs are shown if the test fails.
-func startProc(t *testing.T, dbURL string, args ...string) *proc {
+func startProc(t testing.TB, dbURL string, args ...string) *proc {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := &proc{t: t, base: "http://" + addr, logs: &syncBuffer{}, done: make(chan struct{})}

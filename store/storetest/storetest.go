@@ -259,3 +259,18 @@ func Scan(t testing.TB, dbURL, query string, args []any, dest ...any) {
 		t.Fatalf("%s: %v", query, err)
 	}
 }
+
+// Exec runs a statement on a database: for tests and benchmarks that need
+// the database in a given state (e.g. VACUUM, as autovacuum would do).
+func Exec(t testing.TB, dbURL, sql string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
