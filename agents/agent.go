@@ -7,6 +7,7 @@ package agents
 import (
 	"fmt"
 	"maps"
+	"strings"
 
 	"github.com/aapd/aapd/aap"
 )
@@ -34,6 +35,23 @@ type Agent struct {
 	// Compaction keeps the compacted history bounded; nil keeps it equal to
 	// the full history.
 	Compaction *Compaction
+}
+
+// SystemFor returns the system prompt for a session: each {{name}} of a
+// text or select option replaced by the session's value of it, so that an
+// option such as a response language takes effect. Secrets never reach a
+// prompt.
+func (a *Agent) SystemFor(opts map[string]string) string {
+	if !strings.Contains(a.System, "{{") {
+		return a.System
+	}
+	out := a.System
+	for _, o := range a.Info.Options {
+		if o.Type != aap.OptionSecret {
+			out = strings.ReplaceAll(out, "{{"+o.Name+"}}", opts[o.Name])
+		}
+	}
+	return out
 }
 
 // tool returns the server tool with the given name.

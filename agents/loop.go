@@ -152,7 +152,7 @@ func (t *turnRun) keepPartial(ctx context.Context, m Message) {
 
 func (t *turnRun) modelRequest() ModelRequest {
 	opts := t.agent.ResolveOptions(t.session.AllOptions())
-	req := ModelRequest{System: t.agent.System, Messages: t.history, Options: opts}
+	req := ModelRequest{System: t.agent.SystemFor(opts), Messages: t.history, Options: opts}
 	if t.agent.ModelOption != "" {
 		req.Model = opts[t.agent.ModelOption]
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aapd/aapd/agents"
+	"github.com/aapd/aapd/agents/agentconfig"
 	"github.com/aapd/aapd/agents/echo"
 	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/store"
@@ -34,6 +35,9 @@ type Config struct {
 	EncryptionKey    []byte
 	Dev              bool
 	LogLevel         slog.Level
+	// AgentsFile is the agents configuration file; empty for the echo
+	// agent alone.
+	AgentsFile string
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
@@ -62,6 +66,8 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 	f.fromEnv("sse-keepalive", "AAPD_SSE_KEEPALIVE")
 	key := f.String("encryption-key", "", "base64 of 32 random bytes sealing secret options at rest (openssl rand -base64 32)")
 	f.fromEnv("encryption-key", "AAPD_ENCRYPTION_KEY")
+	f.StringVar(&cfg.AgentsFile, "config", "", "agents configuration file (YAML, docs/agents.md); without one, the echo agent alone")
+	f.fromEnv("config", "AAPD_CONFIG")
 	f.BoolVar(&cfg.Dev, "dev", false, "development mode: create a \"dev\" tenant and print a fresh API key for it")
 	f.fromEnv("dev", "AAPD_DEV")
 	level := f.String("log-level", "info", "debug, info, warn or error")
@@ -121,6 +127,7 @@ type Main struct {
 	Instance *store.Instance
 	Runner   *agents.Runner
 	API      *httpapi.Server
+	agents   *agentconfig.Loaded
 	http     *http.Server
 	ln       net.Listener
 	served   chan error
@@ -160,7 +167,15 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, stderr io.Write
 }
 
 func (m *Main) start(ctx context.Context, stderr io.Writer) error {
-	registry, err := agents.NewRegistry(echo.NewAgent())
+	list := []*agents.Agent{echo.NewAgent()}
+	if m.cfg.AgentsFile != "" {
+		loaded, err := agentconfig.Load(ctx, m.cfg.AgentsFile, nil)
+		if err != nil {
+			return err
+		}
+		m.agents, list = loaded, loaded.Agents
+	}
+	registry, err := agents.NewRegistry(list...)
 	if err != nil {
 		return err
 	}
@@ -260,6 +275,11 @@ func (m *Main) Shutdown() error {
 func (m *Main) close() {
 	if m.Instance != nil {
 		m.Instance.Close()
+	}
+	if m.agents != nil {
+		if err := m.agents.Close(); err != nil {
+			m.log.Warn("stop agents' MCP servers", "err", err)
+		}
 	}
 	m.Store.Close()
 }
