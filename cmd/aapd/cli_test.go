@@ -8,16 +8,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
-	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/aapd/aapd/httpapi"
-	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/store/storetest"
 )
 
@@ -287,39 +285,9 @@ func TestCLIWithoutDatabaseURL(t *testing.T) {
 	aapd(t, "tenants", "list", "--database-url", "postgres://postgres@127.0.0.1:1/x?sslmode=disable").failed(t, 1, "127.0.0.1:1")
 }
 
-// emptyDatabase creates a database with no schema, dropped when the test
-// ends, and returns its URL.
-func emptyDatabase(t *testing.T) string {
-	t.Helper()
-	base := storetest.URL(t)
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := fmt.Sprintf("aapd_test_%d_%s", time.Now().Unix(), strings.TrimPrefix(uniqueName("m"), "m-"))
-	u.Path = "/" + name
-	created, err := store.CreateDatabase(t.Context(), u.String())
-	if err != nil || !created {
-		t.Fatalf("create database %s: %v (created %v)", name, err, created)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop %s: %v", name, err)
-		}
-	})
-	return u.String()
-}
-
 func TestCLIMigrateIsIdempotent(t *testing.T) {
 	t.Parallel()
-	db := emptyDatabase(t)
+	db := storetest.NewEmptyDatabase(t)
 	// Before migrating, the administration commands say what to do.
 	if r := aapd(t, "tenants", "list", "--database-url", db); r.err == nil {
 		t.Errorf("tenants list on an empty database succeeded: %q", r.stdout)
@@ -447,4 +415,13 @@ func TestCLIFlagsMayFollowArguments(t *testing.T) {
 		t.Errorf("key = %q", key)
 	}
 	aapd(t, "migrate", "--database-url", db, "extra").failed(t, 2, `unexpected argument "extra"`)
+}
+
+func TestServeRefusesABadConfigWithOneLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agents.yaml")
+	if err := os.WriteFile(path, []byte("agents:\n  - name: a\n    model: {provider: gemini}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	aapd(t, "serve", "--addr", "127.0.0.1:0", "--no-migrate", "--database-url", storetest.URL(t), "--config", path).
+		failed(t, 1, `agents.yaml: agents[0].model.provider: must be openai, anthropic or echo, not "gemini"`)
 }

@@ -109,6 +109,21 @@ func NewDatabase(t testing.TB) string {
 	return u
 }
 
+// NewEmptyDatabase creates a database with no schema for one test, dropped
+// when the test ends, and returns its URL.
+func NewEmptyDatabase(t testing.TB) string {
+	t.Helper()
+	if serverURL == "" {
+		t.Fatal("storetest: call storetest.Main from the package's TestMain")
+	}
+	u, drop, err := newDatabase(context.Background(), serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(drop)
+	return u
+}
+
 // Tenant is a test's own tenant and an API key of it.
 type Tenant struct {
 	store.Tenant
@@ -167,7 +182,21 @@ func dockerAvailable() bool {
 // dbPrefix names the databases tests create: aapd_test_<unix time>_<random>.
 const dbPrefix = "aapd_test_"
 
+// createDatabase creates a migrated database.
 func createDatabase(ctx context.Context, base string) (string, func(), error) {
+	u, drop, err := newDatabase(ctx, base)
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := store.Migrate(ctx, u); err != nil {
+		drop()
+		return "", nil, err
+	}
+	return u, drop, nil
+}
+
+// newDatabase creates an empty database.
+func newDatabase(ctx context.Context, base string) (string, func(), error) {
 	name := fmt.Sprintf("%s%d_%s", dbPrefix, time.Now().Unix(), randomHex(4))
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
@@ -181,12 +210,7 @@ func createDatabase(ctx context.Context, base string) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	drop := func() { dropDatabase(context.Background(), base, name) }
-	if _, err := store.Migrate(ctx, u); err != nil {
-		drop()
-		return "", nil, err
-	}
-	return u, drop, nil
+	return u, func() { dropDatabase(context.Background(), base, name) }, nil
 }
 
 func dropDatabase(ctx context.Context, base, name string) {
