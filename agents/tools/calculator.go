@@ -111,9 +111,9 @@ func (p *parser) expr(depth int) (float64, error) {
 	return v, err
 }
 
-// term := power (('*' | '/' | '%') power)*
+// term := unary (('*' | '/' | '%') unary)*
 func (p *parser) term(depth int) (float64, error) {
-	v, err := p.power(depth)
+	v, err := p.unary(depth)
 	for err == nil {
 		op := p.peek()
 		if op != '*' && op != '/' && op != '%' {
@@ -121,7 +121,7 @@ func (p *parser) term(depth int) (float64, error) {
 		}
 		p.pos++
 		var r float64
-		if r, err = p.power(depth); err != nil {
+		if r, err = p.unary(depth); err != nil {
 			break
 		}
 		switch {
@@ -138,19 +138,12 @@ func (p *parser) term(depth int) (float64, error) {
 	return v, err
 }
 
-// power := unary ('^' power)?
-func (p *parser) power(depth int) (float64, error) {
-	v, err := p.unary(depth)
-	if err != nil || p.peek() != '^' {
-		return v, err
-	}
-	p.pos++
-	e, err := p.power(depth + 1)
-	return math.Pow(v, e), err
-}
-
-// unary := ('-' | '+') unary | primary
+// unary := ('-' | '+') unary | power — so that -2^2 is -(2^2), as in
+// mathematics.
 func (p *parser) unary(depth int) (float64, error) {
+	if depth > maxDepth {
+		return 0, errors.New("expression nested too deeply")
+	}
 	switch p.peek() {
 	case '-':
 		p.pos++
@@ -160,7 +153,18 @@ func (p *parser) unary(depth int) (float64, error) {
 		p.pos++
 		return p.unary(depth + 1)
 	}
-	return p.primary(depth)
+	return p.power(depth)
+}
+
+// power := primary ('^' unary)?, right-associative: 2^3^2 is 2^9.
+func (p *parser) power(depth int) (float64, error) {
+	v, err := p.primary(depth)
+	if err != nil || p.peek() != '^' {
+		return v, err
+	}
+	p.pos++
+	e, err := p.unary(depth + 1)
+	return math.Pow(v, e), err
 }
 
 // primary := number | '(' expr ')' | 'sqrt' '(' expr ')'
