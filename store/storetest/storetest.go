@@ -98,25 +98,23 @@ func OpenURL(t testing.TB, u string) *store.Store {
 // the test ends, and returns its URL.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
-	if serverURL == "" {
-		t.Fatal("storetest: call storetest.Main from the package's TestMain")
-	}
-	u, drop, err := createDatabase(context.Background(), serverURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(drop)
-	return u
+	return testDatabase(t, createDatabase)
 }
 
 // NewEmptyDatabase creates a database with no schema for one test, dropped
 // when the test ends, and returns its URL.
 func NewEmptyDatabase(t testing.TB) string {
 	t.Helper()
+	return testDatabase(t, newDatabase)
+}
+
+// testDatabase makes a database with create, dropped when the test ends.
+func testDatabase(t testing.TB, create func(context.Context, string) (string, func(), error)) string {
+	t.Helper()
 	if serverURL == "" {
 		t.Fatal("storetest: call storetest.Main from the package's TestMain")
 	}
-	u, drop, err := newDatabase(context.Background(), serverURL)
+	u, drop, err := create(context.Background(), serverURL)
 	if err != nil {
 		t.Fatal(err)
 	}
