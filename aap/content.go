@@ -236,7 +236,7 @@ func compact(r json.RawMessage) json.RawMessage {
 // strictObject decodes data, which must be a JSON object, into v.
 func strictObject(data []byte, v any) error {
 	if !isJSONObject(data) {
-		return errors.New("must be an object")
+		return fmt.Errorf("must be of type object, not %s", kindOf(data))
 	}
 	return json.Unmarshal(data, v)
 }

@@ -17,18 +17,18 @@ func TestDecodingErrorsNameTheElement(t *testing.T) {
 	create := []struct {
 		name, body, want string
 	}{
-		{"not an object", `[1]`, "must be an object"},
-		{"null", `null`, "must be an object"},
+		{"not an object", `[1]`, "must be of type object"},
+		{"null", `null`, "must be of type object"},
 		{"missing agent", `{"messages":[]}`, `"agent" is required`},
 		{"agent null", `{"agent":null}`, `"agent" is required`},
-		{"agent a string", `{"agent":"echo"}`, "agent: must be an object"},
+		{"agent a string", `{"agent":"echo"}`, "agent: must be of type object"},
 		{"agent.name a number", `{"agent":{"name":1}}`, "agent.name: must be of type string, not number"},
-		{"agent.tools an object", `{"agent":{"name":"echo","tools":{}}}`, "agent.tools: must be an array"},
+		{"agent.tools an object", `{"agent":{"name":"echo","tools":{}}}`, "agent.tools: must be of type array"},
 		{"agent.tools[1] trust a string", `{"agent":{"name":"echo","tools":[{"name":"a"},{"name":"b","trust":"yes"}]}}`, "agent.tools[1]: "},
 		{"agent.options a list", `{"agent":{"name":"echo","options":["a"]}}`, "agent.options: must be of type object, not array"},
-		{"agent.options value a number", `{"agent":{"name":"echo","options":{"style":1}}}`, "agent.options: must be of type string, not number"},
-		{"messages an object", `{` + agent + `,"messages":{}}`, "messages: must be an array"},
-		{"messages[0] a string", `{` + agent + `,"messages":["hi"]}`, "messages[0]: must be an object"},
+		{"agent.options value a number", `{"agent":{"name":"echo","options":{"style":1}}}`, "agent.options.style: must be of type string, not number"},
+		{"messages an object", `{` + agent + `,"messages":{}}`, "messages: must be of type array"},
+		{"messages[0] a string", `{` + agent + `,"messages":["hi"]}`, "messages[0]: must be of type object"},
 		{"messages[1] without role", `{` + agent + `,"messages":[{"role":"user","content":"a"},{"content":"b"}]}`, `messages[1]: "role" is required`},
 		{"messages[0] unknown role", `{` + agent + `,"messages":[{"role":"bot","content":"b"}]}`, `messages[0]: unknown role "bot"`},
 		{"messages[0] without content", `{` + agent + `,"messages":[{"role":"assistant"}]}`, `messages[0]: a "assistant" message needs "content"`},
@@ -40,7 +40,7 @@ func TestDecodingErrorsNameTheElement(t *testing.T) {
 		{"tool with empty toolCallId", `{` + agent + `,"messages":[{"role":"tool","toolCallId":"","content":"x"}]}`, `messages[0]: a "tool" message needs a non-empty "toolCallId"`},
 		{"block [1] of message [2] of unknown type", `{` + agent + `,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},
 			{"role":"user","content":[{"type":"text","text":"x"},{"type":"video","url":"https://v.example"}]}]}`, `messages[2]: content[1]: unknown content block type "video"`},
-		{"block not an object", `{` + agent + `,"messages":[{"role":"user","content":["hi"]}]}`, "messages[0]: content[0]: must be an object"},
+		{"block not an object", `{` + agent + `,"messages":[{"role":"user","content":["hi"]}]}`, "messages[0]: content[0]: must be of type object"},
 		{"block without type", `{` + agent + `,"messages":[{"role":"user","content":[{"text":"hi"}]}]}`, `messages[0]: content[0]: "type" is required`},
 		{"text block without text", `{` + agent + `,"messages":[{"role":"user","content":[{"type":"text"}]}]}`, `messages[0]: content[0]: a "text" block needs a string "text"`},
 		{"thinking block without thinking", `{` + agent + `,"messages":[{"role":"assistant","content":[{"type":"thinking","text":"x"}]}]}`, `messages[0]: content[0]: a "thinking" block needs a string "thinking"`},
@@ -49,7 +49,7 @@ func TestDecodingErrorsNameTheElement(t *testing.T) {
 		{"tool_use without name", `{` + agent + `,"messages":[{"role":"assistant","content":[{"type":"tool_use","toolCallId":"c","input":{}}]}]}`, `messages[0]: content[0]: a "tool_use" block needs a non-empty "name"`},
 		{"tool_use input an array", `{` + agent + `,"messages":[{"role":"assistant","content":[{"type":"tool_use","toolCallId":"c","name":"f","input":[]}]}]}`, `messages[0]: content[0]: a "tool_use" block needs an object "input"`},
 		{"tool result block error", `{` + agent + `,"messages":[{"role":"tool","toolCallId":"c","content":[{"type":"text","text":"ok"},{"type":"image","url":7}]}]}`, "messages[0]: content[1]: "},
-		{"tools an object", `{` + agent + `,"tools":{"name":"f"}}`, "tools: must be an array"},
+		{"tools an object", `{` + agent + `,"tools":{"name":"f"}}`, "tools: must be of type array"},
 		{"tools[1] without parameters", `{` + agent + `,"tools":[{"name":"a","parameters":{}},{"name":"b","description":"d"}]}`, `tools[1]: "parameters" must be a JSON Schema object`},
 		{"tools[0] parameters a string", `{` + agent + `,"tools":[{"name":"a","parameters":"object"}]}`, `tools[0]: "parameters" must be a JSON Schema object`},
 		{"tools[0] without name", `{` + agent + `,"tools":[{"parameters":{}}]}`, `tools[0]: "name" is required`},
@@ -71,19 +71,19 @@ func TestDecodingErrorsNameTheElement(t *testing.T) {
 	turn := []struct {
 		name, body, want string
 	}{
-		{"not an object", `"hi"`, "must be an object"},
+		{"not an object", `"hi"`, "must be of type object"},
 		{"stream a number", `{"stream":1,"messages":[]}`, "stream: must be of type string, not number"},
 		{"agent a string", `{"agent":"echo","messages":[]}`, "agent: must be of type object, not string"},
-		{"agent.options value a number", `{"agent":{"options":{"a":1}},"messages":[]}`, "agent.options: must be of type string, not number"},
+		{"agent.options value a number", `{"agent":{"options":{"a":1}},"messages":[]}`, "agent.options.a: must be of type string, not number"},
 		{"agent.tools a string", `{"agent":{"tools":"clock"},"messages":[]}`, "agent.tools: must be of type array, not string"},
-		{"messages a string", `{"messages":"hi"}`, "messages: must be an array"},
+		{"messages a string", `{"messages":"hi"}`, "messages: must be of type array"},
 		{"messages[1] permission without granted", `{"messages":[{"role":"tool","toolCallId":"a","content":"x"},{"role":"tool_permission","toolCallId":"b"}]}`,
 			`messages[1]: a "tool_permission" message needs a boolean "granted"`},
 		{"messages[0] permission without toolCallId", `{"messages":[{"role":"tool_permission","granted":true}]}`,
 			`messages[0]: a "tool_permission" message needs a non-empty "toolCallId"`},
 		{"messages[0] permission granted a string", `{"messages":[{"role":"tool_permission","toolCallId":"a","granted":"yes"}]}`, "messages[0]: "},
 		{"messages[0] block [0] bad", `{"messages":[{"role":"user","content":[{"type":"tool_result"}]}]}`, `messages[0]: content[0]: unknown content block type "tool_result"`},
-		{"tools[0] not an object", `{"messages":[],"tools":["f"]}`, "tools[0]: must be an object"},
+		{"tools[0] not an object", `{"messages":[],"tools":["f"]}`, "tools[0]: must be of type object"},
 	}
 	for _, tc := range turn {
 		t.Run("turn/"+tc.name, func(t *testing.T) {

@@ -155,7 +155,7 @@ func decodeList[T any](field string, data json.RawMessage, out *[]T) error {
 	}
 	var raws []json.RawMessage
 	if err := json.Unmarshal(data, &raws); err != nil {
-		return fmt.Errorf("%s: must be an array", field)
+		return fmt.Errorf("%s: must be of type array, not %s", field, kindOf(data))
 	}
 	list := make([]T, len(raws))
 	for i, r := range raws {

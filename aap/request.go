@@ -1,6 +1,7 @@
 package aap
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -64,7 +65,7 @@ type TurnRequest struct {
 }
 
 // UnmarshalJSON decodes the body so that errors name the offending element.
-func (r *TurnRequest) UnmarshalJSON(data []byte) error {
+func (r *TurnRequest) UnmarshalJSON(data []byte) (err error) {
 	var raw struct {
 		Agent    json.RawMessage `json:"agent"`
 		Stream   json.RawMessage `json:"stream"`
@@ -76,8 +77,25 @@ func (r *TurnRequest) UnmarshalJSON(data []byte) error {
 	}
 	*r = TurnRequest{}
 	if len(raw.Agent) > 0 && string(raw.Agent) != "null" {
+		var a struct {
+			Name    json.RawMessage `json:"name"`
+			Tools   json.RawMessage `json:"tools"`
+			Options json.RawMessage `json:"options"`
+		}
+		if err := strictObject(raw.Agent, &a); err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
 		r.Agent = new(AgentOverrides)
-		if err := decodeField("agent", raw.Agent, r.Agent); err != nil {
+		if len(a.Name) > 0 && string(a.Name) != "null" {
+			r.Agent.Name = new(string)
+			if err := decodeField("agent.name", a.Name, r.Agent.Name); err != nil {
+				return err
+			}
+		}
+		if err := decodeList("agent.tools", a.Tools, &r.Agent.Tools); err != nil {
+			return err
+		}
+		if r.Agent.Options, err = decodeOptions("agent.options", a.Options); err != nil {
 			return err
 		}
 	}
@@ -115,7 +133,30 @@ func decodeAgent(data json.RawMessage, a *AgentConfig) error {
 	if err := decodeList("agent.tools", raw.Tools, &a.Tools); err != nil {
 		return err
 	}
-	return decodeField("agent.options", raw.Options, &a.Options)
+	var err error
+	a.Options, err = decodeOptions("agent.options", raw.Options)
+	return err
+}
+
+// decodeOptions decodes an options object, naming the key of a value that
+// is not a string.
+func decodeOptions(field string, data json.RawMessage) (map[string]string, error) {
+	if len(data) == 0 || string(data) == "null" {
+		return nil, nil
+	}
+	var raws map[string]json.RawMessage
+	if err := decodeField(field, data, &raws); err != nil {
+		return nil, err
+	}
+	opts := make(map[string]string, len(raws))
+	for k, v := range raws {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return nil, fmt.Errorf("%s.%s: must be of type string, not %s", field, k, kindOf(v))
+		}
+		opts[k] = s
+	}
+	return opts, nil
 }
 
 // decodeField decodes one field, naming it in the error.
@@ -148,4 +189,23 @@ func jsonTypeName(kind string) string {
 		return "number"
 	}
 	return kind
+}
+
+// kindOf names the JSON type of a value, for errors.
+func kindOf(v json.RawMessage) string {
+	switch t := bytes.TrimSpace(v); {
+	case len(t) == 0:
+		return "nothing"
+	case t[0] == '{':
+		return "object"
+	case t[0] == '[':
+		return "array"
+	case t[0] == '"':
+		return "string"
+	case t[0] == 't' || t[0] == 'f':
+		return "boolean"
+	case t[0] == 'n':
+		return "null"
+	}
+	return "number"
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 
 	"github.com/gorilla/mux"
@@ -34,9 +35,32 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 // body is read as JSON (curl's -d sends a form type by default).
 func decodeJSON(body []byte, v any) error {
 	if err := json.Unmarshal(body, v); err != nil {
-		return probInvalid.with("%s", describeJSONError(body, err))
+		p := probInvalid.with("%s", describeJSONError(body, err))
+		p.Field = fieldOf(p.Detail)
+		return p
 	}
 	return nil
+}
+
+// pathSegment is one step of the JSON path a decoding error starts with
+// ("messages[2]: content[1]: ..."): a name, an index, or both.
+var pathSegment = regexp.MustCompile(`^(?:[A-Za-z_][A-Za-z0-9_.]*)?(?:\[\d+\])*$`)
+
+// fieldOf returns the JSON path a decoding error names, joined as the
+// validation errors name theirs (messages[2].content[1]), or "".
+func fieldOf(detail string) string {
+	var path string
+	for {
+		seg, rest, ok := strings.Cut(detail, ": ")
+		if !ok || seg == "" || !pathSegment.MatchString(seg) || strings.HasPrefix(seg, "line ") {
+			return path
+		}
+		if path != "" && !strings.HasPrefix(seg, "[") {
+			path += "."
+		}
+		path += seg
+		detail = rest
+	}
 }
 
 // describeJSONError turns a decoding error into a sentence for the client.
