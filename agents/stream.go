@@ -64,24 +64,3 @@ func (s *Stream) Read(ctx context.Context, after int) (events []aap.Event, done 
 		}
 	}
 }
-
-// Wait blocks until the turn_stop event and returns it.
-func (s *Stream) Wait(ctx context.Context) (aap.Event, error) {
-	for {
-		s.mu.Lock()
-		closed, changed := s.closed, s.changed
-		var last aap.Event
-		if closed {
-			last = s.events[len(s.events)-1]
-		}
-		s.mu.Unlock()
-		if closed {
-			return last, nil
-		}
-		select {
-		case <-ctx.Done():
-			return aap.Event{}, ctx.Err()
-		case <-changed:
-		}
-	}
-}
