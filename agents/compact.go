@@ -37,10 +37,26 @@ type CompactOutcome struct {
 	Reason string
 }
 
+// compactAttempts bounds how often a compaction is recomputed when another
+// replica's compaction of the same session won the race
+// (store.ErrCompactionConflict): each attempt reads the history afresh, so
+// a conflict means yet another compaction committed in between, which a
+// well-behaved deployment does not keep doing.
+const compactAttempts = 3
+
 // Compact compacts a session's history now (POST /sessions/:id/compact):
 // down to the policy's target, even if the history is under its threshold.
-// It fails with *store.TurnRunningError while a turn runs.
+// It fails with *store.TurnRunningError while a turn runs. A compaction of
+// the session already under way in this process (another request's, or the
+// automatic one after a turn) is waited for, so this one then finds its work
+// done; it fails with store.ErrCompactionConflict only if other replicas
+// kept compacting the session through every attempt.
 func (r *Runner) Compact(ctx context.Context, tenantID, sessionID string) (CompactOutcome, error) {
+	unlock, err := r.lockCompaction(ctx, tenantID, sessionID)
+	if err != nil {
+		return CompactOutcome{}, err
+	}
+	defer unlock()
 	sess, err := r.store.SessionGet(ctx, tenantID, sessionID)
 	if err != nil {
 		return CompactOutcome{}, err
@@ -56,7 +72,7 @@ func (r *Runner) Compact(ctx context.Context, tenantID, sessionID string) (Compa
 			return CompactOutcome{}, &store.TurnRunningError{TurnID: t.ID}
 		}
 	}
-	return r.compact(ctx, agent, sess, TriggerManual)
+	return r.compactRetrying(ctx, agent, sess, TriggerManual)
 }
 
 // compactAfterTurn compacts when the history the turn left is over the
@@ -74,17 +90,54 @@ func (r *Runner) compactAfterTurn(ctx context.Context, run *turnRun) {
 	if !compaction.Needed(compaction.History{Items: items, Usage: run.contextUsage()}, c.Policy) {
 		return
 	}
-	out, err := r.compact(ctx, run.agent, run.session, TriggerAuto)
+	out, err := r.compactAfterWaiting(ctx, run.agent, run.session)
 	var running *store.TurnRunningError
 	switch {
 	case errors.As(err, &running), errors.Is(err, store.ErrCompactionConflict), errors.Is(err, store.ErrClaimLost):
-		// The next turn began, or another compaction ran: the next turn's
-		// end tries again.
+		// The next turn began, or other replicas kept compacting: the next
+		// turn's end tries again.
 	case err != nil:
 		r.log.Warn("compaction failed; the history stays as it was", "session", run.turn.SessionID, "err", err)
 	case out.Changed:
 		r.log.Info("compacted", "session", run.turn.SessionID, "strategy", out.Record.Strategy,
 			"tokens_before", out.Record.TokensBefore, "tokens_after", out.Record.TokensAfter)
+	}
+}
+
+// compactAfterWaiting is the automatic compaction: it first waits for a
+// compaction of the session running in this process (a manual one), then
+// compacts from what that one left, which is under the threshold if it did
+// the work — the strategies then change nothing, without a model call.
+func (r *Runner) compactAfterWaiting(ctx context.Context, agent *Agent, sess store.Session) (CompactOutcome, error) {
+	unlock, err := r.lockCompaction(ctx, sess.TenantID, sess.ID)
+	if err != nil {
+		return CompactOutcome{}, err
+	}
+	defer unlock()
+	return r.compactRetrying(ctx, agent, sess, TriggerAuto)
+}
+
+// lockCompaction takes the session's compaction lock of this process.
+func (r *Runner) lockCompaction(ctx context.Context, tenantID, sessionID string) (func(), error) {
+	unlock, err := r.compacting.lock(ctx, tenantID+"/"+sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("wait for the running compaction of %s: %w", sessionID, err)
+	}
+	return unlock, nil
+}
+
+// compactRetrying compacts, recomputing from a fresh snapshot when another
+// replica's compaction committed first, at most compactAttempts times. The
+// caller holds the session's compaction lock.
+func (r *Runner) compactRetrying(ctx context.Context, agent *Agent, sess store.Session, trigger string) (CompactOutcome, error) {
+	for attempt := 1; ; attempt++ {
+		out, err := r.compact(ctx, agent, sess, trigger)
+		if !errors.Is(err, store.ErrCompactionConflict) {
+			return out, err
+		}
+		if attempt == compactAttempts {
+			return CompactOutcome{}, fmt.Errorf("compact %s: %d attempts: %w", sess.ID, attempt, err)
+		}
 	}
 }
 

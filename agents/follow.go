@@ -3,12 +3,20 @@ package agents
 import (
 	"context"
 	"errors"
-	"sync"
+	"fmt"
 	"time"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/store"
 )
+
+// ErrBeyondLog: a stream was asked to resume after an event id the turn's
+// log does not have (yet): no client can have been sent such an id.
+var ErrBeyondLog = errors.New("the event id is beyond the turn's log")
+
+// ErrTurnGone: the turn no longer exists (its session was deleted). It is
+// a store.ErrNotFound.
+var ErrTurnGone = fmt.Errorf("the turn no longer exists: its session was deleted: %w", store.ErrNotFound)
 
 // EventSource is where a turn's events can be read from, from any position:
 // the live stream of a turn running in this process, or the recorded events
@@ -19,143 +27,94 @@ type EventSource interface {
 	Read(ctx context.Context, after int) (events []aap.Event, done bool, err error)
 }
 
-// Follow returns the events of a turn: its live stream if it runs in this
-// process, else its recorded events, followed as they are recorded by
-// whichever process runs it.
+// Follow returns the events of a turn: its live stream while it runs in
+// this process, else (and after) its recorded events, read as they are
+// recorded by whichever process runs it.
 func (r *Runner) Follow(ref store.TurnRef) EventSource {
+	return &follower{runner: r, ref: ref, live: r.liveStream(ref.TurnID)}
+}
+
+// LogPosition tells how many events of a turn can be read now, and whether
+// the turn has ended: what a resume must be checked against before its
+// stream starts (a cursor beyond the log is refused; one at the end of a
+// finished turn has nothing to wait for).
+func (r *Runner) LogPosition(ctx context.Context, ref store.TurnRef) (n int, finished bool, err error) {
 	if s := r.liveStream(ref.TurnID); s != nil {
-		return s
+		return s.Len(), false, nil
 	}
-	return &recorded{runner: r, ref: ref}
+	log, err := r.store.TurnEventsAfter(ctx, ref, 1<<62)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, false, ErrTurnGone
+	}
+	return log.Len, log.Finished, err
 }
 
 // Notify takes a notification from another process (see
-// store.InstanceParams): a turn to cancel, or new events of a turn.
+// store.InstanceParams): a turn to cancel.
 func (r *Runner) Notify(n store.Notification) {
-	switch n.Channel {
-	case store.CancelChannel:
+	if n.Channel == store.CancelChannel {
 		r.Cancel(n.Payload)
-	case store.EventsChannel:
-		r.wakeups.wake(n.Payload)
 	}
 }
 
-// followPoll is how often a follower looks for events it was not notified
-// of (notifications are best effort: one can be missed while the
-// connection that listens is re-established).
-const followPoll = time.Second
+// How a follower of a turn running in another process reads it: by polling
+// (notifications would cost every turn's commit a global lock), and how
+// long a quiet turn may go before the follower checks that its process is
+// still alive (recording the turn interrupted if it is not).
+const (
+	followPoll      = 100 * time.Millisecond
+	followDeadCheck = time.Second
+)
 
-// recorded reads a turn's recorded events.
-type recorded struct {
+// follower reads a turn's events: the live stream first, the database
+// once the live stream is gone (or if there never was one here).
+type follower struct {
 	runner *Runner
 	ref    store.TurnRef
-	// deadChecks counts the checks in a row that found the turn running
-	// with no process of this one running it.
-	deadChecks int
+	live   *Stream
+	// quietSince is when the recorded log last grew.
+	quietSince time.Time
 }
 
-func (f *recorded) Read(ctx context.Context, after int) ([]aap.Event, bool, error) {
-	for {
-		// Wait first, read next: a notification during the read is not lost.
-		wake := f.runner.wakeups.wait(f.ref.TurnID)
-		events, done, err := f.next(ctx, after)
-		if err != nil || len(events) > 0 {
-			f.runner.wakeups.done(f.ref.TurnID, wake)
+func (f *follower) Read(ctx context.Context, after int) ([]aap.Event, bool, error) {
+	if f.live != nil {
+		events, done, err := f.live.Read(ctx, after)
+		if !errors.Is(err, errAbandoned) {
 			return events, done, err
 		}
-		if err := f.checkAlive(ctx); err != nil {
-			f.runner.wakeups.done(f.ref.TurnID, wake)
+		f.live = nil
+	}
+	if f.quietSince.IsZero() {
+		f.quietSince = time.Now()
+	}
+	for {
+		log, err := f.runner.store.TurnEventsAfter(ctx, f.ref, int64(after))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil, false, ErrTurnGone
+		case err != nil:
 			return nil, false, err
+		case len(log.Events) > 0:
+			f.quietSince = time.Now()
+			return log.Events, log.Finished && after+len(log.Events) == log.Len, nil
+		case log.Finished:
+			return nil, true, nil
+		case after > log.Len:
+			return nil, false, ErrBeyondLog
+		}
+		if time.Since(f.quietSince) >= followDeadCheck && f.runner.liveStream(f.ref.TurnID) == nil {
+			// A quiet turn whose process is gone is ended here, which
+			// writes its turn_stop.
+			if _, err := f.runner.store.TurnInterruptIfDead(ctx, f.ref); err != nil && ctx.Err() == nil {
+				return nil, false, err
+			}
+			f.quietSince = time.Now()
+			continue
 		}
 		select {
 		case <-ctx.Done():
-		case <-wake:
+			return nil, false, ctx.Err()
 		case <-time.After(followPoll):
 		}
-		f.runner.wakeups.done(f.ref.TurnID, wake)
-		if ctx.Err() != nil {
-			return nil, false, ctx.Err()
-		}
-	}
-}
-
-func (f *recorded) next(ctx context.Context, after int) ([]aap.Event, bool, error) {
-	batch, err := f.runner.store.TurnEventsAfter(ctx, f.ref, after, 1000)
-	if err != nil || len(batch) == 0 {
-		return nil, false, err
-	}
-	events := make([]aap.Event, len(batch))
-	for i, e := range batch {
-		events[i] = e.Event
-	}
-	return events, events[len(events)-1].Type == aap.EventTurnStop, nil
-}
-
-// checkAlive ends the log of a turn whose process died: once the process
-// has been seen gone twice in a row (a second apart), the turn is recorded
-// as interrupted, which writes its final turn_stop.
-func (f *recorded) checkAlive(ctx context.Context) error {
-	t, err := f.runner.store.TurnGet(ctx, f.ref.TenantID, f.ref.SessionID, f.ref.TurnID)
-	if errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	if err != nil || t.Status != store.TurnRunning || f.runner.liveStream(f.ref.TurnID) != nil {
-		f.deadChecks = 0
-		return nil
-	}
-	f.deadChecks++
-	if f.deadChecks < 2 {
-		return nil
-	}
-	_, err = f.runner.store.TurnInterruptIfDead(ctx, f.ref)
-	return err
-}
-
-// wakeups lets followers of a turn wait for its next notification.
-type wakeups struct {
-	mu sync.Mutex
-	// chans holds, per turn, the channel closed by the next wake and the
-	// number of followers waiting on it.
-	chans map[string]*wakeup
-}
-
-type wakeup struct {
-	ch      chan struct{}
-	waiters int
-}
-
-// wait returns a channel closed at the turn's next notification; the caller
-// calls done when it stops waiting on it.
-func (w *wakeups) wait(turnID string) <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.chans == nil {
-		w.chans = map[string]*wakeup{}
-	}
-	wu, ok := w.chans[turnID]
-	if !ok {
-		wu = &wakeup{ch: make(chan struct{})}
-		w.chans[turnID] = wu
-	}
-	wu.waiters++
-	return wu.ch
-}
-
-func (w *wakeups) done(turnID string, ch <-chan struct{}) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if wu, ok := w.chans[turnID]; ok && wu.ch == ch {
-		if wu.waiters--; wu.waiters <= 0 {
-			delete(w.chans, turnID)
-		}
-	}
-}
-
-func (w *wakeups) wake(turnID string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if wu, ok := w.chans[turnID]; ok {
-		close(wu.ch)
-		delete(w.chans, turnID)
 	}
 }

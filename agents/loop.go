@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/compaction"
@@ -23,14 +24,32 @@ type turnRun struct {
 	stream   *Stream
 	recorder *recorder
 	usage    Usage
-	// lastSeq is the seq of the newest message of history.
+	// version is the compaction version history belongs to.
+	version int64
+	// lastSeq is the seq of the newest message of history, staged or not.
 	lastSeq int64
+	// step is the number of the last step committed (0: only the claim).
+	step int
+	// final is the turn's last step, staged: it is written with the
+	// turn's end. pending are the tool calls the session waits on after it.
+	final   []store.NewMessage
+	pending []aap.PendingToolCall
+	// pendingCommitted are the pending tool calls as last written.
+	pendingCommitted []aap.PendingToolCall
+	// produced are the messages the agent wrote in this turn, in order: the
+	// body of a stream "none" response.
+	produced []aap.Message
 	// The provider's report on the turn's last model call that had one: its
 	// input tokens, how many messages of history it saw, and the seq of the
 	// newest of them. Compaction counts tokens from it.
 	contextTokens int64
 	contextItems  int
 	contextUpTo   int64
+	// How the turn ended, set before done is closed: its stop reason, and
+	// whether its end could not be written.
+	stop aap.StopReason
+	err  error
+	done chan struct{}
 }
 
 // contextUsage is the provider's last report, as compaction reads it.
@@ -38,8 +57,12 @@ func (t *turnRun) contextUsage() compaction.Usage {
 	return compaction.Usage{InputTokens: t.contextTokens, Items: t.contextItems}
 }
 
-// emit sends an event to the turn's live stream and records it.
-func (t *turnRun) emit(e aap.Event) { t.recorder.add(t.stream.append(e), e) }
+// emit adds an event to the turn's stream; readers see it once it is
+// recorded.
+func (t *turnRun) emit(e aap.Event) {
+	t.stream.add(e)
+	t.recorder.added()
+}
 
 // run runs the loop until the turn stops: granted tool calls first, then
 // model calls, running trusted tools inline, until the model ends its turn
@@ -56,7 +79,7 @@ func (t *turnRun) run(ctx context.Context) (aap.StopReason, error) {
 			t.contextTokens, t.contextItems, t.contextUpTo = resp.Usage.InputTokens, seen, upTo
 		}
 		if err != nil {
-			t.keepPartial(ctx, resp.Message)
+			t.keepPartial(resp.Message)
 			return aap.StopError, fmt.Errorf("model: %w", err)
 		}
 		msg := normalize(resp.Message)
@@ -67,27 +90,34 @@ func (t *turnRun) run(ctx context.Context) (aap.StopReason, error) {
 		calls := msg.ToolCalls()
 		step := []store.NewMessage{{Message: msg.Message, Extra: msg.Extra, Origin: store.OriginAgent}}
 		var pending []aap.PendingToolCall
+		ranInline := false
 		for _, c := range calls {
 			switch kind := t.classify(c.Name); kind {
 			case toolInline, toolUnknown:
 				content := t.callTool(ctx, c)
 				t.emit(aap.ToolResultEvent(c.ToolCallID, content))
 				step = append(step, store.NewMessage{Message: resultMessage(c.ToolCallID, content), Origin: store.OriginAgent})
+				ranInline = true
 			case toolNeedsPermission:
 				pending = append(pending, aap.PendingToolCall{ToolCall: c, Server: true})
 			case toolClient:
 				pending = append(pending, aap.PendingToolCall{ToolCall: c})
 			}
 		}
-		if err := t.commit(ctx, step, pending); err != nil {
-			return aap.StopError, err
+		if ranInline && len(pending) == 0 {
+			// The model goes on with the tools' results: what the tools
+			// did is committed before it does.
+			if err := t.commit(ctx, step, nil); err != nil {
+				return aap.StopError, err
+			}
+			continue
 		}
-		switch {
-		case len(pending) > 0:
+		// The turn's last step: written with its end.
+		t.stage(step, pending)
+		if len(pending) > 0 {
 			return aap.StopToolUse, nil
-		case len(calls) == 0:
-			return stopReasonOf(resp.StopReason), nil
 		}
+		return stopReasonOf(resp.StopReason), nil
 	}
 	return aap.StopError, errStepLimit
 }
@@ -109,27 +139,40 @@ func (t *turnRun) runGranted(ctx context.Context) error {
 	return t.commit(ctx, step, nil)
 }
 
-// commit stores a step's messages and the pending calls, and adds the
-// messages to what the model sees.
+// commit stores a step's messages and the pending calls, numbered after
+// the turn's last step, and adds the messages to what the model sees.
 func (t *turnRun) commit(ctx context.Context, msgs []store.NewMessage, pending []aap.PendingToolCall) error {
-	stored, err := t.runner.commitStep(ctx, store.TurnStepParams{
-		TenantID: t.turn.TenantID, SessionID: t.turn.SessionID, TurnID: t.turn.ID,
-		Messages: msgs, Pending: pending,
+	err := t.runner.commitStep(ctx, store.TurnStepParams{
+		Ref: t.turn.Ref(), Step: t.step + 1, FirstSeq: t.lastSeq + 1, Messages: msgs, Pending: pending,
 	})
 	if err != nil {
 		return err
 	}
-	for _, m := range stored {
-		t.history = append(t.history, Message{Message: m.Message, Extra: m.Extra})
-		t.lastSeq = m.Seq
-	}
-	t.session.Pending = pending
+	t.step++
+	t.add(msgs)
+	t.pending, t.pendingCommitted = pending, pending
 	return nil
 }
 
-// keepPartial stores what a failed or cancelled model call produced before
+// stage keeps the turn's last step for its end, and adds its messages to
+// what the model saw (for compaction and the next turn).
+func (t *turnRun) stage(msgs []store.NewMessage, pending []aap.PendingToolCall) {
+	t.final = append(t.final, msgs...)
+	t.add(msgs)
+	t.pending = pending
+}
+
+func (t *turnRun) add(msgs []store.NewMessage) {
+	for _, m := range msgs {
+		t.history = append(t.history, Message{Message: m.Message, Extra: m.Extra})
+		t.produced = append(t.produced, m.Message)
+	}
+	t.lastSeq += int64(len(msgs))
+}
+
+// keepPartial stages what a failed or cancelled model call produced before
 // it stopped: its text and thinking (tool calls cannot be run half-made).
-func (t *turnRun) keepPartial(ctx context.Context, m Message) {
+func (t *turnRun) keepPartial(m Message) {
 	var blocks []aap.ContentBlock
 	for _, b := range m.Content.AsBlocks() {
 		if b.Type == aap.BlockText || b.Type == aap.BlockThinking {
@@ -140,19 +183,16 @@ func (t *turnRun) keepPartial(ctx context.Context, m Message) {
 		return
 	}
 	partial := normalize(Message{Message: aap.AssistantMessage(blocks...), Extra: m.Extra})
-	if t.stream != nil && t.turn.Stream != aap.StreamDelta {
+	if t.turn.Stream != aap.StreamDelta {
 		t.emitMessage(partial.Message)
 	}
-	// The turn's own context may be cancelled: what was produced is kept
-	// all the same, unless the turn lost its session.
-	if err := t.commit(context.WithoutCancel(ctx), []store.NewMessage{{Message: partial.Message, Extra: partial.Extra, Origin: store.OriginAgent}}, t.session.Pending); err != nil {
-		t.runner.log.Warn("keep partial output", "turn", t.turn.ID, "err", err)
-	}
+	t.stage([]store.NewMessage{{Message: partial.Message, Extra: partial.Extra, Origin: store.OriginAgent}}, t.pending)
 }
 
 func (t *turnRun) modelRequest() ModelRequest {
 	opts := t.agent.ResolveOptions(t.session.AllOptions())
-	req := ModelRequest{System: t.agent.SystemFor(opts), Messages: t.history, Options: opts}
+	req := ModelRequest{System: t.agent.SystemFor(opts), Messages: t.history, Options: opts,
+		Whole: t.turn.Stream != aap.StreamDelta}
 	if t.agent.ModelOption != "" {
 		req.Model = opts[t.agent.ModelOption]
 	}
@@ -169,10 +209,13 @@ func (t *turnRun) onDelta(d ModelDelta) {
 	if t.turn.Stream != aap.StreamDelta || d.Text == "" {
 		return
 	}
+	// Deltas are stored folded and cut back apart by length: only valid
+	// UTF-8 comes back out as it went in.
+	text := strings.ToValidUTF8(d.Text, "\uFFFD")
 	if d.Thinking {
-		t.emit(aap.Event{Type: aap.EventThinkingDelta, Delta: d.Text})
+		t.emit(aap.Event{Type: aap.EventThinkingDelta, Delta: text})
 	} else {
-		t.emit(aap.Event{Type: aap.EventTextDelta, Delta: d.Text})
+		t.emit(aap.Event{Type: aap.EventTextDelta, Delta: text})
 	}
 }
 

@@ -35,6 +35,10 @@ type ModelRequest struct {
 	// secrets in the clear). Models read provider settings such as a
 	// per-session API key from here.
 	Options map[string]string
+	// Whole is true when nobody streams the message's text as it comes (a
+	// turn in stream mode "none" or "message"): a model may ask its
+	// provider for the whole message at once, and need not call out.
+	Whole bool
 }
 
 // ModelDelta is a piece of the message being generated.

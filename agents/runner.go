@@ -43,24 +43,39 @@ type RunnerConfig struct {
 	Logger      *slog.Logger
 }
 
-// Runner is the worker pool that runs turns. A turn runs on a context of
-// the runner's, not the request's: a client that goes away does not stop it.
+// Runner is the worker pool that runs turns. A turn is claimed, run and
+// ended by a worker of its own, on a context of the runner's, never the
+// request's: a client that goes away, even while the claim commits, does
+// not stop it.
 type Runner struct {
 	cfg   RunnerConfig
 	store *store.Store
 	log   *slog.Logger
 	slots chan struct{}
+	cache *historyCache
 
-	mu       sync.Mutex
-	running  map[string]*activeTurn // by turn id
-	stopping atomic.Bool
-	wg       sync.WaitGroup
-	wakeups  wakeups
+	// life is cancelled when the runner stops for good: at the end of
+	// Shutdown's drain. Every worker's context derives from it.
+	life    context.Context
+	endLife context.CancelCauseFunc
+
+	mu        sync.Mutex
+	running   map[string]*activeTurn // by turn id
+	stopping  atomic.Bool
+	wg        sync.WaitGroup
+	heartbeat sync.Once
+	beatDone  chan struct{}
+	// compacting serializes the compactions of a session (compact.go).
+	compacting sessionLocks
 }
 
 type activeTurn struct {
+	ref    store.TurnRef
 	stream *Stream
 	cancel context.CancelCauseFunc
+	// ending is set once the turn's loop has returned: it is writing its
+	// end, and the heartbeat leaves it alone.
+	ending atomic.Bool
 }
 
 // NewRunner returns a runner; it starts no goroutine until a turn starts.
@@ -77,10 +92,12 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	life, end := context.WithCancelCause(context.Background())
 	return &Runner{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger,
-		slots:   make(chan struct{}, cfg.Workers),
-		running: map[string]*activeTurn{},
+		slots: make(chan struct{}, cfg.Workers), cache: newHistoryCache(),
+		life: life, endLife: end,
+		running: map[string]*activeTurn{}, beatDone: make(chan struct{}),
 	}
 }
 
@@ -101,13 +118,23 @@ type Handle struct {
 	// Replay is true when an idempotency key matched an earlier turn: Events
 	// replays that turn (following it if it still runs) and nothing new ran.
 	Replay bool
+
+	runner *Runner
+	run    *turnRun // nil for a replay
 }
 
-// Start claims the session and starts the turn in a worker. It returns once
-// the turn's incoming messages are stored: *aap.Error for a request that
-// breaks a protocol rule, *store.TurnRunningError while another turn runs,
-// store.ErrNotFound for an unknown session, ErrOverloaded when every worker
-// is busy.
+// startOutcome is what a worker tells Start about its claim.
+type startOutcome struct {
+	handle *Handle
+	err    error
+}
+
+// Start hands the turn to a worker, which claims the session and runs the
+// turn to its end. It returns once the claim is decided: *aap.Error for a
+// request that breaks a protocol rule, *store.TurnRunningError while
+// another turn runs, store.ErrNotFound for an unknown session,
+// ErrOverloaded when every worker is busy. If ctx ends first, Start returns
+// its error and the worker goes on: a turn claimed is run.
 func (r *Runner) Start(ctx context.Context, p StartParams) (*Handle, error) {
 	if r.stopping.Load() {
 		return nil, ErrShutdown
@@ -117,69 +144,116 @@ func (r *Runner) Start(ctx context.Context, p StartParams) (*Handle, error) {
 	default:
 		return nil, ErrOverloaded
 	}
-	release := func() { <-r.slots }
+	r.heartbeat.Do(func() { go r.heartbeatLoop() })
+	started := make(chan startOutcome, 1)
+	release := sync.OnceFunc(func() { <-r.slots })
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer release()
+		r.work(p, started, release)
+	}()
+	select {
+	case o := <-started:
+		return o.handle, o.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
 
-	var agent *Agent
+// work claims the session and, if it may, runs the turn. It frees its
+// worker slot (release) as soon as the turn's end is written: a client
+// that sends its next turn at once must find the slot free.
+func (r *Runner) work(p StartParams, started chan<- startOutcome, release func()) {
+	ref := store.TurnRef{TenantID: p.TenantID, SessionID: p.SessionID, TurnID: store.NewTurnID()}
+	run, begun, err := r.claim(ref, p)
+	switch {
+	case err != nil:
+		started <- startOutcome{err: err}
+		return
+	case begun.Replay:
+		started <- startOutcome{handle: &Handle{Turn: begun.Turn, Events: r.Follow(begun.Turn.Ref()), Replay: true, runner: r}}
+		return
+	}
+	if begun.Interrupted != "" {
+		r.log.Info("took over the session of a dead turn", "session", p.SessionID, "interrupted_turn", begun.Interrupted)
+	}
+	turnCtx, cancel := context.WithCancelCause(r.life)
+	defer cancel(nil)
+	active := &activeTurn{ref: ref, stream: run.stream, cancel: cancel}
+	r.mu.Lock()
+	r.running[ref.TurnID] = active
+	r.mu.Unlock()
+	started <- startOutcome{handle: &Handle{Turn: begun.Turn, Events: r.Follow(ref), runner: r, run: run}}
+	r.execute(turnCtx, run, active, release)
+}
+
+// claim claims the session for the turn. A claim whose commit went
+// unanswered is looked for until the database answers: if it landed, the
+// turn is run like any other.
+func (r *Runner) claim(ref store.TurnRef, p StartParams) (*turnRun, store.TurnBegun, error) {
+	key := cacheKey(ref.TenantID, ref.SessionID)
+	version, upTo, cached, _ := r.cache.get(key)
+	var (
+		agent *Agent
+		plan  store.TurnPlan
+	)
 	params := store.TurnBeginParams{
-		TenantID: p.TenantID, SessionID: p.SessionID, Stream: p.Request.Mode(),
+		TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: ref.TurnID, Stream: p.Request.Mode(),
 		Owner: r.cfg.Owner(), Lease: r.cfg.Lease,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
+		CachedVersion: version, CachedUpTo: upTo,
 		Prepare: func(sess store.Session) (store.TurnPlan, error) {
 			var ok bool
 			if agent, ok = r.cfg.Agents.Get(sess.AgentName); !ok {
 				return store.TurnPlan{}, fmt.Errorf("%w: %q", ErrUnknownAgent, sess.AgentName)
 			}
-			return planTurn(agent, sess, p.Request)
+			var err error
+			plan, err = planTurn(agent, sess, p.Request)
+			return plan, err
 		},
 	}
-	begun, err := r.store.TurnBegin(ctx, params)
-	if errors.Is(err, store.ErrConflict) && p.IdempotencyKey != "" {
-		// A retry raced its original: the original's turn now exists.
-		begun, err = r.store.TurnBegin(ctx, params)
+	begun, err := r.store.TurnBegin(r.life, params)
+	if errors.Is(err, store.ErrOutcomeUnknown) {
+		var landed bool
+		err = r.retry(r.life, 0, func() error {
+			var err error
+			landed, err = r.store.TurnClaimed(r.life, ref)
+			return err
+		})
+		switch {
+		case err != nil:
+		case !landed:
+			err = fmt.Errorf("begin turn on session %s: %w", ref.SessionID, store.ErrUnavailable)
+		default:
+			r.log.Info("a claim whose commit went unanswered had landed; running its turn", "turn", ref.TurnID)
+		}
 	}
-	if err != nil {
-		release()
-		return nil, err
-	}
-	if begun.Interrupted != "" {
-		r.log.Info("took over the session of a dead turn", "session", p.SessionID, "interrupted_turn", begun.Interrupted)
-	}
-	ref := store.TurnRef{TenantID: p.TenantID, SessionID: p.SessionID, TurnID: begun.Turn.ID}
-	if begun.Replay {
-		release()
-		return &Handle{Turn: begun.Turn, Events: r.Follow(ref), Replay: true}, nil
+	if err != nil || begun.Replay {
+		return nil, begun, err
 	}
 
-	history, err := r.store.History(ctx, store.HistoryParams{
-		TenantID: p.TenantID, SessionID: p.SessionID, Type: aap.HistoryCompacted})
-	if err != nil {
-		release()
-		r.finish(context.WithoutCancel(ctx), &turnRun{turn: begun.Turn}, store.TurnFailed, aap.StopError, err,
-			[]store.TurnEvent{{Seq: 1, Event: aap.TurnStart()}, {Seq: 2, Event: aap.TurnStop(aap.StopError)}})
-		return nil, err
+	history := cached
+	if begun.HistoryWhole {
+		history = nil
+		r.cache.drop(key)
+	}
+	for _, m := range begun.History {
+		history = append(history, Message{Message: m.Message, Extra: m.Extra})
 	}
 	run := &turnRun{
 		runner: r, agent: agent, turn: begun.Turn, session: begun.Session,
-		history: make([]Message, len(history)), stream: newStream(), recorder: newRecorder(r.store, ref),
+		history: history, stream: newStream(), version: begun.CompactionVersion, lastSeq: begun.LastSeq,
+		pending: begun.Session.Pending, pendingCommitted: begun.Session.Pending, done: make(chan struct{}),
 	}
-	for i, m := range history {
-		run.history[i] = Message{Message: m.Message, Extra: m.Extra}
-		run.lastSeq = m.Seq
+	for i, m := range begun.Appended {
+		run.history = append(run.history, Message{Message: m.Message, Extra: m.Extra})
+		if plan.Messages[i].Origin == store.OriginAgent {
+			run.produced = append(run.produced, m.Message)
+		}
 	}
-	run.emit(aap.TurnStart())
-
-	turnCtx, cancel := context.WithCancelCause(context.Background())
-	r.mu.Lock()
-	r.running[begun.Turn.ID] = &activeTurn{stream: run.stream, cancel: cancel}
-	r.mu.Unlock()
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		defer release()
-		defer cancel(nil)
-		r.execute(turnCtx, run)
-	}()
-	return &Handle{Turn: begun.Turn, Events: run.stream}, nil
+	run.recorder = newRecorder(r.store, ref, run.stream, begun.Turn.Stream, r.Running, func() { r.cancelTurn(ref.TurnID, store.ErrClaimLost) })
+	return run, begun, nil
 }
 
 // liveStream returns the stream of a turn running in this process, if any.
@@ -192,31 +266,21 @@ func (r *Runner) liveStream(turnID string) *Stream {
 	return nil
 }
 
-// execute runs a turn to its end: the loop, then its record, then the
-// turn_stop event, in that order, so that a client seeing turn_stop can send
-// its next turn at once.
-func (r *Runner) execute(ctx context.Context, run *turnRun) {
-	defer func() {
-		r.mu.Lock()
-		delete(r.running, run.turn.ID)
-		r.mu.Unlock()
-	}()
-	// The heartbeat and the recorder live as long as the loop.
-	helpers, stopHelpers := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Add(2)
+// execute runs a turn to its end: the loop, then its end (last step,
+// record, whole event log, release) in one write, and only then turn_stop
+// is shown, so a client that sees it can send its next turn at once.
+func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, release func()) {
+	recCtx, stopRecorder := context.WithCancel(context.WithoutCancel(ctx))
+	recorded := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		r.heartbeat(helpers, run)
-	}()
-	go func() {
-		defer wg.Done()
-		run.recorder.run(helpers)
+		defer close(recorded)
+		run.recorder.run(recCtx)
 	}()
 
 	stop, err := run.run(ctx)
-	stopHelpers()
-	wg.Wait()
+	active.ending.Store(true)
+	stopRecorder()
+	<-recorded
 
 	status := store.TurnCompleted
 	cause := context.Cause(ctx)
@@ -232,59 +296,85 @@ func (r *Runner) execute(ctx context.Context, run *turnRun) {
 	if err != nil {
 		r.log.Warn("turn ended with an error", "session", run.turn.SessionID, "turn", run.turn.ID, "status", status, "err", err)
 	}
-	// The final events, turn_stop included, are recorded with the turn's
-	// end; only then is turn_stop sent, so a client that sees it can send
-	// its next turn at once.
-	stopEvent := aap.TurnStop(stop)
-	events := append(run.recorder.take(), store.TurnEvent{Seq: run.stream.Len() + 1, Event: stopEvent})
-	r.finish(context.WithoutCancel(ctx), run, status, stop, err, events)
-	run.stream.append(stopEvent)
+	run.stop = stop
+	run.emit(aap.TurnStop(stop))
+	key := cacheKey(run.turn.TenantID, run.turn.SessionID)
+	run.err = r.finish(run, status, stop, err)
+	// The turn is over: its worker slot is free, and it leaves the running
+	// turns before its answer goes out.
+	release()
+	r.mu.Lock()
+	delete(r.running, run.turn.ID)
+	r.mu.Unlock()
+	if run.err != nil {
+		r.cache.drop(key)
+		run.stream.abandon()
+		close(run.done)
+		return
+	}
+	run.stream.finish()
+	r.cache.put(key, run.version, run.lastSeq, run.history)
+	close(run.done)
+	// The answer is out; compacting (perhaps with a model) follows it.
 	if status == store.TurnCompleted {
-		r.compactAfterTurn(ctx, run)
+		r.compactAfterTurn(r.life, run)
 	}
 }
 
-// finish records a turn's end and releases its session, retrying while the
-// database is unavailable.
-func (r *Runner) finish(ctx context.Context, run *turnRun, status store.TurnStatus, stop aap.StopReason, err error, events []store.TurnEvent) {
-	turn := run.turn
+// finish writes a turn's end, retrying until it lands, the turn is found
+// to have lost its session, or the runner stops for good. A write the
+// database refuses for any other reason is replaced by a bare record of the
+// failure, so no turn is left running by its own process.
+func (r *Runner) finish(run *turnRun, status store.TurnStatus, stop aap.StopReason, turnErr error) error {
+	events, recorded := run.stream.all()
 	p := store.TurnFinishParams{
-		TenantID: turn.TenantID, SessionID: turn.SessionID, TurnID: turn.ID,
+		Ref: run.turn.Ref(), Step: run.step + 1, FirstSeq: run.lastSeq + 1 - int64(len(run.final)),
+		Messages: run.final, Pending: run.pending,
 		Status: status, StopReason: stop, InputTokens: run.usage.InputTokens, OutputTokens: run.usage.OutputTokens,
-		ContextTokens: run.contextTokens, ContextUpTo: run.contextUpTo,
-		Events: events,
+		ContextTokens: run.contextTokens, ContextUpTo: run.contextUpTo, Events: events,
 	}
-	if err != nil {
-		p.Error = err.Error()
+	if turnErr != nil {
+		p.Error = turnErr.Error()
 	}
-	ferr := r.retry(ctx, func() error { return r.store.TurnFinish(ctx, p) })
-	if ferr != nil {
-		// The lease will expire and the next turn will record this one as
-		// interrupted.
-		r.log.Error("record turn end", "turn", turn.ID, "err", ferr)
-	}
-}
-
-// commitStep stores a step, retrying while the database is unavailable.
-func (r *Runner) commitStep(ctx context.Context, p store.TurnStepParams) ([]store.StoredMessage, error) {
-	p.Lease = r.cfg.Lease
-	var stored []store.StoredMessage
-	err := r.retry(ctx, func() error {
-		var err error
-		stored, err = r.store.TurnCommitStep(ctx, p)
+	err := r.retry(r.life, 0, func() error { return r.store.TurnFinish(r.life, p) })
+	if err == nil || errors.Is(err, store.ErrClaimLost) || errors.Is(err, store.ErrUnavailable) || r.life.Err() != nil {
+		if err != nil {
+			r.log.Warn("record turn end", "turn", run.turn.ID, "err", err)
+		}
 		return err
-	})
-	return stored, err
+	}
+	r.log.Error("record turn end; recording a bare failure instead", "turn", run.turn.ID, "err", err)
+	// Without its last step: the session waits on what it waited on after
+	// the last step written.
+	p.Messages, p.Pending, p.Status, p.StopReason = nil, run.pendingCommitted, store.TurnFailed, aap.StopError
+	p.Error = "the turn's end could not be recorded: " + err.Error()
+	// What a client may have seen (turn_start at least), then the end.
+	shown := max(recorded, 1)
+	p.Events = append(events[:shown:shown], aap.TurnStop(aap.StopError))
+	run.stop = aap.StopError
+	if err := r.retry(r.life, 0, func() error { return r.store.TurnFinish(r.life, p) }); err != nil {
+		r.log.Error("record bare turn failure", "turn", run.turn.ID, "err", err)
+		return err
+	}
+	return errors.New("the turn's end was recorded as a failure")
 }
 
-// retry calls fn until it succeeds, fails with an error other than
-// store.ErrUnavailable, or CommitRetry has passed.
-func (r *Runner) retry(ctx context.Context, fn func() error) error {
-	deadline := time.Now().Add(r.cfg.CommitRetry)
-	backoff := 100 * time.Millisecond
+// commitStep stores a step, retrying while the database is unavailable,
+// for CommitRetry at most.
+func (r *Runner) commitStep(ctx context.Context, p store.TurnStepParams) error {
+	p.Lease = r.cfg.Lease
+	return r.retry(ctx, r.cfg.CommitRetry, func() error { return r.store.TurnCommitStep(ctx, p) })
+}
+
+// retry calls fn until it succeeds or fails with an error other than
+// store.ErrUnavailable, ctx ends, or (when limit > 0) limit has passed.
+// Every write of a turn may be retried: it is idempotent.
+func (r *Runner) retry(ctx context.Context, limit time.Duration, fn func() error) error {
+	deadline := time.Now().Add(limit)
+	backoff := 50 * time.Millisecond
 	for {
 		err := fn()
-		if err == nil || !errors.Is(err, store.ErrUnavailable) || time.Now().After(deadline) {
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || (limit > 0 && time.Now().After(deadline)) {
 			return err
 		}
 		select {
@@ -296,28 +386,46 @@ func (r *Runner) retry(ctx context.Context, fn func() error) error {
 	}
 }
 
-// heartbeat renews the turn's claim until ctx ends; a turn that lost its
-// claim (its session was deleted, or it was taken over) is stopped.
-func (r *Runner) heartbeat(ctx context.Context, run *turnRun) {
+// heartbeatLoop renews the claims of every turn this process runs, all in
+// one statement each third of the lease, until the runner stops. A turn
+// that lost its claim (its session was deleted, or it was taken over) is
+// stopped; one asked to stop by another process is cancelled.
+func (r *Runner) heartbeatLoop() {
+	defer close(r.beatDone)
 	t := time.NewTicker(r.cfg.Lease / 3)
 	defer t.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-r.life.Done():
 			return
 		case <-t.C:
 		}
-		cancelled, err := r.store.TurnHeartbeat(ctx, run.recorder.ref, r.cfg.Lease)
-		if errors.Is(err, store.ErrClaimLost) {
-			r.cancelTurn(run.turn.ID, store.ErrClaimLost)
-			return
+		r.mu.Lock()
+		var refs []store.TurnRef
+		for _, a := range r.running {
+			if !a.ending.Load() {
+				refs = append(refs, a.ref)
+			}
 		}
-		if cancelled {
-			// The cancel notification was missed; the flag is not.
-			r.cancelTurn(run.turn.ID, ErrCancelled)
+		r.mu.Unlock()
+		if len(refs) == 0 {
+			continue
 		}
-		if err != nil && ctx.Err() == nil {
-			r.log.Warn("turn heartbeat", "turn", run.turn.ID, "err", err)
+		held, cancel, err := r.store.TurnsHeartbeat(r.life, refs, r.cfg.Lease)
+		if err != nil {
+			if r.life.Err() == nil {
+				r.log.Warn("turn heartbeat", "turns", len(refs), "err", err)
+			}
+			continue
+		}
+		for _, ref := range refs {
+			switch {
+			case !held[ref.TurnID]:
+				r.cancelTurn(ref.TurnID, store.ErrClaimLost)
+			case cancel[ref.TurnID]:
+				// The cancel notification was missed; the flag is not.
+				r.cancelTurn(ref.TurnID, ErrCancelled)
+			}
 		}
 	}
 }
@@ -328,7 +436,7 @@ func (r *Runner) cancelTurn(turnID string, cause error) bool {
 	r.mu.Lock()
 	a, ok := r.running[turnID]
 	r.mu.Unlock()
-	if ok {
+	if ok && !(a.ending.Load() && errors.Is(cause, store.ErrClaimLost)) {
 		a.cancel(cause)
 	}
 	return ok
@@ -342,7 +450,8 @@ func (r *Runner) Stop(turnID string) bool { return r.cancelTurn(turnID, store.Er
 
 // Shutdown stops taking turns and waits for the running ones to finish
 // until ctx is done; then it stops the rest, which end with stop reason
-// "error" and are recorded as interrupted.
+// "error" and are recorded as interrupted, and waits for their ends to be
+// written for a moment more.
 func (r *Runner) Shutdown(ctx context.Context) error {
 	r.stopping.Store(true)
 	done := make(chan struct{})
@@ -350,19 +459,28 @@ func (r *Runner) Shutdown(ctx context.Context) error {
 		r.wg.Wait()
 		close(done)
 	}()
+	var err error
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
+		r.mu.Lock()
+		n := len(r.running)
+		for _, a := range r.running {
+			a.cancel(ErrShutdown)
+		}
+		r.mu.Unlock()
+		err = fmt.Errorf("interrupted %d turns still running after the drain timeout", n)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			err = fmt.Errorf("%w; some could not record their end", err)
+		}
 	}
-	r.mu.Lock()
-	n := len(r.running)
-	for _, a := range r.running {
-		a.cancel(ErrShutdown)
-	}
-	r.mu.Unlock()
+	r.endLife(ErrShutdown)
 	<-done
-	return fmt.Errorf("interrupted %d turns still running after the drain timeout", n)
+	r.heartbeat.Do(func() { close(r.beatDone) })
+	<-r.beatDone
+	return err
 }
 
 // Running reports how many turns run in this process.
@@ -370,4 +488,48 @@ func (r *Runner) Running() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.running)
+}
+
+// Response waits for the turn to end and returns the body of a stream
+// "none" response: its stop reason and the messages the agent produced. A
+// turn run here answers from memory; a replay, or a turn whose end this
+// process could not write, from the database.
+func (h *Handle) Response(ctx context.Context) (aap.TurnResponse, error) {
+	if h.run != nil {
+		select {
+		case <-ctx.Done():
+			return aap.TurnResponse{}, ctx.Err()
+		case <-h.run.done:
+		}
+		if h.run.err == nil {
+			return aap.TurnResponse{StopReason: h.run.stop, Messages: h.run.produced}, nil
+		}
+	}
+	var (
+		last aap.Event
+		pos  int
+	)
+	src := h.runner.Follow(h.Turn.Ref())
+	for {
+		events, done, err := src.Read(ctx, pos)
+		if err != nil {
+			return aap.TurnResponse{}, err
+		}
+		pos += len(events)
+		if len(events) > 0 {
+			last = events[len(events)-1]
+		}
+		if done {
+			break
+		}
+	}
+	stored, err := h.runner.store.TurnMessages(ctx, h.Turn.TenantID, h.Turn.SessionID, h.Turn.ID)
+	if err != nil {
+		return aap.TurnResponse{}, err
+	}
+	resp := aap.TurnResponse{StopReason: last.StopReason, Messages: make([]aap.Message, len(stored))}
+	for i, m := range stored {
+		resp.Messages[i] = m.Message
+	}
+	return resp, nil
 }

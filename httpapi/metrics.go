@@ -16,6 +16,10 @@ type metrics struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// clientDisconnects counts requests whose client went away before the
+	// server was done: not server errors, but worth watching (a proxy's
+	// timeout shorter than a turn shows up here).
+	clientDisconnects *prometheus.CounterVec
 }
 
 func newMetrics(running func() int) *metrics {
@@ -30,8 +34,12 @@ func newMetrics(running func() int) *metrics {
 			Help:    "HTTP request durations by method and route (streams last as long as their turn).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"method", "route"}),
+		clientDisconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aapd_http_client_disconnects_total",
+			Help: "HTTP requests whose client went away before the server was done, by route (logged with status 499 unless a stream had started).",
+		}, []string{"route"}),
 	}
-	m.registry.MustRegister(m.requests, m.duration,
+	m.registry.MustRegister(m.requests, m.duration, m.clientDisconnects,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "aapd_turns_running",

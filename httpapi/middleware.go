@@ -56,8 +56,16 @@ func requestIDFrom(ctx context.Context) string {
 
 var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
+// StatusClientClosedRequest is the status logs and metrics record for a
+// request whose client went away before it was answered (nginx's 499; it is
+// never sent).
+const StatusClientClosedRequest = 499
+
 // observe gives each request an id (X-Request-Id, kept from the client when
-// sane), recovers panics into 500s, and logs and counts every request.
+// sane), recovers panics into 500s, and logs and counts every request. A
+// request whose client went away before the handler returned is counted as
+// a disconnect, and recorded with status 499 unless its response had
+// already started (a stream keeps its 200).
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -81,6 +89,12 @@ func (s *Server) observe(next http.Handler) http.Handler {
 				if !rw.wroteHeader {
 					writeProblem(rw, r, probInternal.with("the server could not complete the request"))
 				}
+			}
+			if r.Context().Err() != nil {
+				if !rw.wroteHeader {
+					rw.status = StatusClientClosedRequest
+				}
+				s.metrics.clientDisconnects.WithLabelValues(route.name).Inc()
 			}
 			s.metrics.observeRequest(r.Method, route.name, rw.status, time.Since(start))
 			s.log.InfoContext(r.Context(), "request", "method", r.Method, "route", route.name, "path", r.URL.Path,
@@ -152,11 +166,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.principal(r)
 		if err != nil {
-			prob, internal := toProblem(err)
-			if internal {
-				s.log.ErrorContext(r.Context(), "authenticate", "err", err)
-			}
-			writeProblem(w, r, prob)
+			s.fail(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(auth.NewContext(r.Context(), p)))
@@ -177,7 +187,7 @@ func (s *Server) principal(r *http.Request) (auth.Principal, error) {
 	if err != nil {
 		return auth.Principal{}, invalidToken("the API key is malformed")
 	}
-	rec, err := s.cfg.Store.APIKeyGetByPublicID(r.Context(), publicID)
+	rec, err := s.keys.get(r.Context(), publicID, s.cfg.Store.APIKeyGetByPublicID)
 	if errors.Is(err, store.ErrNotFound) {
 		return auth.Principal{}, invalidToken("unknown API key")
 	}
@@ -192,9 +202,7 @@ func (s *Server) principal(r *http.Request) (auth.Principal, error) {
 	case err != nil:
 		return auth.Principal{}, invalidToken("unknown API key")
 	}
-	if err := s.cfg.Store.APIKeyTouch(r.Context(), rec.TenantID, rec.PublicID); err != nil {
-		s.log.WarnContext(r.Context(), "record key use", "key", rec.PublicID, "err", err)
-	}
+	s.keyUses.used(rec.TenantID, rec.PublicID)
 	return auth.Principal{TenantID: rec.TenantID, KeyID: rec.PublicID, Scopes: rec.Scopes}, nil
 }
 

@@ -43,6 +43,7 @@ var (
 	probNotFound     = kind{"not-found", "Not found", http.StatusNotFound}
 	probMethod       = kind{"method-not-allowed", "Method not allowed", http.StatusMethodNotAllowed}
 	probTurnRunning  = kind{"turn-running", "A turn is already running", http.StatusConflict}
+	probCompacting   = kind{"compaction-conflict", "The session is being compacted", http.StatusConflict}
 	probTooLarge     = kind{"payload-too-large", "Request body too large", http.StatusRequestEntityTooLarge}
 	probIdempotency  = kind{"idempotency-key-reused", "Idempotency key reused", http.StatusUnprocessableEntity}
 	probOverloaded   = kind{"overloaded", "Server busy", http.StatusServiceUnavailable}
@@ -81,6 +82,12 @@ func toProblem(err error) (p *Problem, internal bool) {
 	case errors.As(err, &running):
 		p = probTurnRunning.with("the session is running turn %s; retry when it has finished", running.TurnID)
 		p.TurnID, p.retryAfter = running.TurnID, 1
+		return p, false
+	case errors.Is(err, store.ErrCompactionConflict):
+		// Other replicas kept compacting the session through every
+		// attempt (agents.Runner.Compact): soon one will be left.
+		p = probCompacting.with("other compactions of the session kept committing first; retry shortly")
+		p.retryAfter = 1
 		return p, false
 	case errors.Is(err, store.ErrNotFound):
 		return probNotFound.with("no such session"), false
@@ -130,25 +137,36 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 // handlerFunc is an HTTP handler that returns its error instead of writing it.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// handle adapts a handlerFunc: a returned error becomes a problem response,
-// and an internal one is logged with the request id.
+// handle adapts a handlerFunc: a returned error becomes a problem response
+// (see fail).
 func (s *Server) handle(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err := h(w, r)
-		if err == nil {
-			return
+		if err := h(w, r); err != nil {
+			s.fail(w, r, err)
 		}
-		p, internal := toProblem(err)
-		if internal {
-			s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", p.Status, "err", err)
-		} else if p.Status >= 500 {
-			s.log.WarnContext(r.Context(), "request refused", "status", p.Status, "err", err)
-		}
-		if rw, ok := w.(*responseWriter); ok && rw.wroteHeader {
-			// The response is under way (a stream): too late for a problem.
-			s.log.WarnContext(r.Context(), "error after the response started", "err", err, slog.String("path", r.URL.Path))
-			return
-		}
-		writeProblem(w, r, p)
 	})
+}
+
+// fail answers a request that failed with err: with a problem response, an
+// internal error logged with the request id. A client that went away gets
+// no answer and costs no ERROR line: what failed is what its leaving
+// cancelled (typically a store call returning context.Canceled), not the
+// server. observe records it as a 499 and a disconnect.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		s.log.InfoContext(r.Context(), "client went away", "method", r.Method, "path", r.URL.Path, "err", err)
+		return
+	}
+	p, internal := toProblem(err)
+	if internal {
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", p.Status, "err", err)
+	} else if p.Status >= 500 {
+		s.log.WarnContext(r.Context(), "request refused", "status", p.Status, "err", err)
+	}
+	if rw, ok := w.(*responseWriter); ok && rw.wroteHeader {
+		// The response is under way (a stream): too late for a problem.
+		s.log.WarnContext(r.Context(), "error after the response started", "err", err, slog.String("path", r.URL.Path))
+		return
+	}
+	writeProblem(w, r, p)
 }

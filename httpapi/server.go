@@ -52,7 +52,10 @@ type Server struct {
 	log     *slog.Logger
 	now     func() time.Time
 	metrics *metrics
+	drain   *drainState
+	keys    *keyCache
 	handler http.Handler
+	keyUses *keyUses // when API keys were last used (keyuse.go)
 }
 
 // New returns a server ready to serve.
@@ -69,7 +72,9 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, metrics: newMetrics(cfg.Runner.Running)}
+	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, metrics: newMetrics(cfg.Runner.Running), drain: newDrainState(),
+		keys: newKeyCache(cfg.Now)}
+	s.keyUses = newKeyUses(cfg.Store.APIKeyTouch, cfg.Now, cfg.Logger)
 	s.handler = s.cors(s.observe(s.routes()))
 	return s
 }
@@ -142,8 +147,16 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 }
 
 // readyz reports whether this process can serve: it fails while the
-// database is unreachable, so a load balancer sends traffic elsewhere.
+// database is unreachable and once the server is shutting down, so a load
+// balancer sends traffic elsewhere.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	if s.Draining() {
+		// Expected while shutting down: answered, not logged as a refusal.
+		p := probUnavailable.with("the server is shutting down")
+		p.retryAfter = 2
+		writeProblem(w, r, p)
+		return nil
+	}
 	if err := s.cfg.Store.Ping(r.Context()); err != nil {
 		p := probUnavailable.with("the database is unavailable")
 		p.retryAfter = 5

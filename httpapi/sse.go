@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -48,37 +49,54 @@ func (s *sseWriter) comment(text string) error {
 func (s *sseWriter) flush() error { return s.rc.Flush() }
 
 // streamEvents writes the events of src after position after until the turn
-// ends or the client goes away, with a keep-alive comment whenever the turn
-// is quiet for KeepAlive. The turn goes on if the client leaves.
-func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, src agents.EventSource, after int) error {
+// ends, the client goes away, or — for a stream that only follows a turn
+// (follow) — the server drains, with a keep-alive comment whenever the turn
+// is quiet for KeepAlive. The turn goes on if the stream ends. Any failure
+// to read ends the stream at once: its client resumes with Last-Event-ID.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, src agents.EventSource, after int, follow bool) error {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if follow {
+		go func() {
+			select {
+			case <-s.drain.streams:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	out := startSSE(w)
 	pos := after
 	for {
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.KeepAlive)
-		events, done, err := src.Read(ctx, pos)
-		cancel()
-		if r.Context().Err() != nil {
-			return nil // the client left; the turn does not depend on it
-		}
-		if err != nil {
-			if ctx.Err() == nil {
-				return err
-			}
-			if err := out.comment("keep-alive"); err != nil {
+		readCtx, cancelRead := context.WithTimeout(ctx, s.cfg.KeepAlive)
+		events, done, err := src.Read(readCtx, pos)
+		quiet := errors.Is(readCtx.Err(), context.DeadlineExceeded)
+		cancelRead()
+		switch {
+		case ctx.Err() != nil:
+			return nil // the client left, or the server drains: the turn goes on
+		case err != nil && quiet:
+			if out.comment("keep-alive") != nil {
 				return nil
 			}
 			continue
+		case errors.Is(err, agents.ErrTurnGone):
+			// Deleted with its session: the turn's log is gone with it, so
+			// the end said here can contradict no other.
+			_ = out.event(pos+1, aap.TurnStop(aap.StopError))
+			_ = out.flush()
+			return nil
+		case err != nil:
+			s.log.InfoContext(r.Context(), "stream ended early", "at_event", pos, "reason", err.Error())
+			return nil
 		}
 		for _, e := range events {
 			pos++
-			if err := out.event(pos, e); err != nil {
+			if out.event(pos, e) != nil {
 				return nil
 			}
 		}
-		if err := out.flush(); err != nil {
-			return nil
-		}
-		if done {
+		if out.flush() != nil || done {
 			return nil
 		}
 	}

@@ -58,43 +58,15 @@ func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) error {
 	// A replay answers in the mode of the original turn: its events are
 	// recorded in that mode.
 	if h.Turn.Stream == aap.StreamNone {
-		return s.respondTurnJSON(w, r, h.Turn, h.Events)
-	}
-	return s.streamEvents(w, r, h.Events, 0)
-}
-
-// respondTurnJSON waits for the turn and writes its stop reason and the
-// messages the agent produced, as stored.
-func (s *Server) respondTurnJSON(w http.ResponseWriter, r *http.Request, turn store.Turn, src agents.EventSource) error {
-	var (
-		last aap.Event
-		pos  int
-	)
-	for {
-		events, done, err := src.Read(r.Context(), pos)
-		if r.Context().Err() != nil {
-			return nil // the client left; the turn completes without it
-		}
+		resp, err := h.Response(r.Context())
 		if err != nil {
 			return err
 		}
-		pos += len(events)
-		if len(events) > 0 {
-			last = events[len(events)-1]
-		}
-		if done {
-			break
-		}
+		return writeJSON(w, http.StatusOK, resp)
 	}
-	stored, err := s.cfg.Store.TurnMessages(r.Context(), turn.TenantID, turn.SessionID, turn.ID)
-	if err != nil {
-		return err
-	}
-	resp := aap.TurnResponse{StopReason: last.StopReason, Messages: make([]aap.Message, len(stored))}
-	for i, m := range stored {
-		resp.Messages[i] = m.Message
-	}
-	return writeJSON(w, http.StatusOK, resp)
+	// A replay only follows the turn: it ends, like any follower, when the
+	// server drains.
+	return s.streamEvents(w, r, h.Events, 0, h.Replay)
 }
 
 // TurnInfo is a turn's record as the turn extension endpoints show it.
@@ -191,24 +163,38 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
 
 // turnEvents is GET /sessions/:id/turns/:turnId/events (extension): the
 // turn's events after Last-Event-ID (or ?after=), then live until turn_stop,
-// from whichever process runs the turn.
+// from whichever process runs the turn. A cursor beyond the turn's log is
+// a 400 (no client was sent such an id); the id of a finished turn's last
+// event is a 204, which tells an EventSource there is nothing more to read.
 func (s *Server) turnEvents(w http.ResponseWriter, r *http.Request) error {
 	t, err := s.turnRef(r)
 	if err != nil {
 		return err
 	}
-	after := 0
-	for _, v := range []string{r.URL.Query().Get("after"), r.Header.Get("Last-Event-ID")} {
-		if v == "" {
+	after, field := int64(0), ""
+	for _, c := range []struct{ name, value string }{{"after", r.URL.Query().Get("after")}, {"Last-Event-ID", r.Header.Get("Last-Event-ID")}} {
+		if c.value == "" {
 			continue
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(v))
+		n, err := strconv.ParseInt(strings.TrimSpace(c.value), 10, 64)
 		if err != nil || n < 0 {
-			return &aap.Error{Field: "after", Msg: fmt.Sprintf("%q is not an event id (a whole number from 0)", v)}
+			return &aap.Error{Field: c.name, Msg: fmt.Sprintf("%q is not an event id (a whole number from 0)", c.value)}
 		}
-		after = n
+		after, field = n, c.name
 	}
-	return s.streamEvents(w, r, s.cfg.Runner.Follow(store.TurnRef{TenantID: t.TenantID, SessionID: t.SessionID, TurnID: t.ID}), after)
+	ref := t.Ref()
+	n, finished, err := s.cfg.Runner.LogPosition(r.Context(), ref)
+	if err != nil {
+		return err
+	}
+	switch {
+	case after > int64(n):
+		return &aap.Error{Field: field, Msg: fmt.Sprintf("event %d is beyond the turn's log, whose last event so far is %d", after, n)}
+	case finished && after == int64(n):
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	return s.streamEvents(w, r, s.cfg.Runner.Follow(ref), int(after), true)
 }
 
 // cancelWait is how long POST .../cancel waits for the turn to stop.
@@ -224,7 +210,7 @@ func (s *Server) cancelTurn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ref := store.TurnRef{TenantID: t.TenantID, SessionID: t.SessionID, TurnID: t.ID}
+	ref := t.Ref()
 	if t.Status == store.TurnRunning {
 		if t, err = s.cfg.Store.TurnRequestCancel(r.Context(), ref); err != nil {
 			return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // APIKey is a stored API key: everything but the secret, of which only a
@@ -88,29 +90,66 @@ func (s *Store) APIKeyList(ctx context.Context, tenantID string) ([]APIKey, erro
 	return out, nil
 }
 
-// APIKeyRevoke revokes a key; revoking twice keeps the first time.
+// KeyRevokedChannel is the notification channel on which the public id of
+// a revoked key is published, so that every process forgets it at once.
+const KeyRevokedChannel = "aapd_key_revoked"
+
+// APIKeyRevoke revokes a key; revoking twice keeps the first time. Every
+// process listening on KeyRevokedChannel is told.
 func (s *Store) APIKeyRevoke(ctx context.Context, tenantID, publicID string) (APIKey, error) {
-	k, err := scanAPIKey(s.pool.QueryRow(ctx, `
-		UPDATE api_keys SET revoked_at = coalesce(revoked_at, $3)
-		WHERE tenant_id = $1 AND public_id = $2
-		RETURNING `+apiKeyColumns, tenantID, publicID, s.now()))
+	var k APIKey
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		k, err = scanAPIKey(tx.QueryRow(ctx, `
+			UPDATE api_keys SET revoked_at = coalesce(revoked_at, $3)
+			WHERE tenant_id = $1 AND public_id = $2
+			RETURNING `+apiKeyColumns, tenantID, publicID, s.now()))
+		if err != nil {
+			return interpretError(err)
+		}
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, KeyRevokedChannel, publicID)
+		return interpretError(err)
+	})
 	if err != nil {
-		return APIKey{}, fmt.Errorf("revoke api key %s: %w", publicID, interpretError(err))
+		return APIKey{}, fmt.Errorf("revoke api key %s: %w", publicID, err)
 	}
 	return k, nil
 }
 
-// APIKeyTouch records that a key was used, at most once a minute per key so
-// that authentication does not write on every request.
-func (s *Store) APIKeyTouch(ctx context.Context, tenantID, publicID string) error {
-	now := s.now()
+// APIKeyTouchEvery is how precisely last_used_at is kept: a key's use is
+// written only once it is this much later than the one recorded, so that
+// authentication does not turn every request into a write.
+const APIKeyTouchEvery = time.Minute
+
+// APIKeyUse is a use of a key, to record.
+type APIKeyUse struct {
+	TenantID string
+	PublicID string
+	At       time.Time
+}
+
+// APIKeyTouch records when keys were used, in one statement however many
+// there are; give each key once. A key's last_used_at moves only forward,
+// and only by APIKeyTouchEvery or more, so replicas that each remember
+// their own writes still write a key about once a minute between them.
+func (s *Store) APIKeyTouch(ctx context.Context, uses []APIKeyUse) error {
+	if len(uses) == 0 {
+		return nil
+	}
+	tenants := make([]string, len(uses))
+	ids := make([]string, len(uses))
+	ats := make([]time.Time, len(uses))
+	for i, u := range uses {
+		tenants[i], ids[i], ats[i] = u.TenantID, u.PublicID, u.At
+	}
 	_, err := s.pool.Exec(ctx, `
-		UPDATE api_keys SET last_used_at = $3
-		WHERE tenant_id = $1 AND public_id = $2
-		  AND (last_used_at IS NULL OR last_used_at < $4)`,
-		tenantID, publicID, now, now.Add(-time.Minute))
+		UPDATE api_keys k SET last_used_at = u.at
+		FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(tenant_id, public_id, at)
+		WHERE k.tenant_id = u.tenant_id::uuid AND k.public_id = u.public_id
+		  AND (k.last_used_at IS NULL OR k.last_used_at <= u.at - $4::interval)`,
+		tenants, ids, ats, APIKeyTouchEvery)
 	if err != nil {
-		return fmt.Errorf("touch api key %s: %w", publicID, interpretError(err))
+		return fmt.Errorf("record the use of %d api keys: %w", len(uses), interpretError(err))
 	}
 	return nil
 }

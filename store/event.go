@@ -7,25 +7,13 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/aapd/aapd/aap"
 )
 
-// EventsChannel is the notification channel on which a turn's id is
-// published whenever events of it are recorded, so that followers on any
-// process wake up.
-const EventsChannel = "aapd_turn_events"
-
 // CancelChannel is the notification channel on which the id of a turn to
 // cancel is published, so that whichever process runs it stops it.
 const CancelChannel = "aapd_turn_cancel"
-
-// TurnEvent is a recorded event of a turn; Seq is its SSE id (from 1).
-type TurnEvent struct {
-	Seq   int
-	Event aap.Event
-}
 
 // TurnRef names a turn of a session of a tenant.
 type TurnRef struct {
@@ -34,77 +22,105 @@ type TurnRef struct {
 	TurnID    string
 }
 
-// TurnEventsAppend records events of a running turn and notifies followers.
-// It fails with ErrNotFound once the turn is gone (its session deleted).
-func (s *Store) TurnEventsAppend(ctx context.Context, ref TurnRef, events []TurnEvent) error {
+// TurnEventsAppend records a batch of a running turn's events, first
+// numbered first (the ids are consecutive). Recording a batch again, or a
+// longer batch from the same first id, is safe: the longer one wins. It
+// reports false, recording nothing, once the turn is no longer running
+// (finished, taken over, or deleted with its session): what it had not
+// recorded by then is not part of its log.
+func (s *Store) TurnEventsAppend(ctx context.Context, ref TurnRef, first int, events []aap.Event) (bool, error) {
 	if len(events) == 0 {
-		return nil
+		return true, nil
 	}
-	err := s.inTx(ctx, func(tx pgx.Tx) error { return appendEvents(ctx, tx, ref, events) })
+	data, err := encodeEvents(events)
 	if err != nil {
-		return fmt.Errorf("record events of turn %s: %w", ref.TurnID, err)
+		return false, err
 	}
-	return nil
+	// FOR SHARE: a takeover that folds the log waits for this batch, and
+	// then sees it.
+	tag, err := s.pool.Exec(ctx, `
+		INSERT INTO turn_event_batches (tenant_id, session_id, turn_id, first_seq, last_seq, events)
+		SELECT $1, $2, $3, $4, $5, $6::json
+		WHERE EXISTS (SELECT 1 FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' FOR SHARE)
+		ON CONFLICT (tenant_id, session_id, turn_id, first_seq)
+		DO UPDATE SET last_seq = EXCLUDED.last_seq, events = EXCLUDED.events`,
+		ref.TenantID, ref.SessionID, ref.TurnID, first, first+len(events)-1, data)
+	if err != nil {
+		return false, fmt.Errorf("record events of turn %s: %w", ref.TurnID, writeError(err))
+	}
+	return tag.RowsAffected() > 0, nil
 }
 
-func appendEvents(ctx context.Context, tx pgx.Tx, ref TurnRef, events []TurnEvent) error {
-	if len(events) == 0 {
-		return nil
+// TurnLog is a turn's recorded events after a position.
+type TurnLog struct {
+	// Events are the events after the position asked for, in order.
+	Events []aap.Event
+	// Len is the number of events recorded so far: the id of the last one.
+	Len int
+	// Finished is true once the turn has ended: its log is whole, and its
+	// last event is turn_stop.
+	Finished bool
+	// Status is the turn's status.
+	Status TurnStatus
+}
+
+// TurnEventsAfter reads a turn's recorded events after id after, with the
+// turn's status, consistently (one statement): a finished turn's log whole
+// from its folded form, a running turn's from its batches. ErrNotFound
+// once the turn is gone.
+func (s *Store) TurnEventsAfter(ctx context.Context, ref TurnRef, after int64) (TurnLog, error) {
+	var (
+		out     TurnLog
+		folded  []byte
+		batches []byte
+	)
+	err := s.pool.QueryRow(ctx, `
+		SELECT t.status, t.events::text,
+			(SELECT json_agg(json_build_object('f', b.first_seq, 'e', b.events) ORDER BY b.first_seq)::text
+			 FROM turn_event_batches b
+			 WHERE b.tenant_id = t.tenant_id AND b.session_id = t.session_id AND b.turn_id = t.id AND b.last_seq > $4::bigint),
+			(SELECT coalesce(max(b.last_seq), 0) FROM turn_event_batches b
+			 WHERE b.tenant_id = t.tenant_id AND b.session_id = t.session_id AND b.turn_id = t.id)
+		FROM turns t WHERE t.tenant_id = $1 AND t.session_id = $2 AND t.id = $3`,
+		ref.TenantID, ref.SessionID, ref.TurnID, after).Scan(&out.Status, &folded, &batches, &out.Len)
+	if err != nil {
+		return TurnLog{}, fmt.Errorf("read events of turn %s: %w", ref.TurnID, interpretError(err))
 	}
-	seqs := make([]int32, len(events))
-	types := make([]string, len(events))
-	datas := make([]string, len(events))
-	for i, e := range events {
-		b, err := json.Marshal(e.Event)
+	out.Finished = out.Status != TurnRunning
+	if folded != nil {
+		all, err := decodeEvents(nil, folded)
 		if err != nil {
-			return fmt.Errorf("encode event: %w", err)
+			return TurnLog{}, fmt.Errorf("read events of turn %s: %w", ref.TurnID, err)
 		}
-		seqs[i], types[i], datas[i] = int32(e.Seq), string(e.Event.Type), string(b)
-	}
-	_, err := tx.Exec(ctx, `
-		INSERT INTO turn_events (tenant_id, session_id, turn_id, seq, type, data)
-		SELECT $1, $2, $3, s, t, d::json FROM unnest($4::integer[], $5::text[], $6::text[]) AS e(s, t, d)
-		ON CONFLICT DO NOTHING`,
-		ref.TenantID, ref.SessionID, ref.TurnID, seqs, types, datas)
-	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23503" { // foreign key: the turn is gone
-			return ErrNotFound
+		out.Len = len(all)
+		if after < int64(len(all)) {
+			out.Events = all[after:]
 		}
-		return interpretError(err)
+		return out, nil
 	}
-	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, EventsChannel, ref.TurnID)
-	return interpretError(err)
-}
-
-// TurnEventsAfter returns up to limit recorded events of a turn after seq
-// after, in order.
-func (s *Store) TurnEventsAfter(ctx context.Context, ref TurnRef, after, limit int) ([]TurnEvent, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT seq, type, data::text FROM turn_events
-		WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3 AND seq > $4
-		ORDER BY seq LIMIT $5`, ref.TenantID, ref.SessionID, ref.TurnID, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read events of turn %s: %w", ref.TurnID, interpretError(err))
+	// A running turn's log has turn_start (id 1) before anything is
+	// recorded: its process sends it at once.
+	out.Len = max(out.Len, 1)
+	if batches == nil {
+		return out, nil
 	}
-	defer rows.Close()
-	var out []TurnEvent
-	for rows.Next() {
-		var (
-			e    TurnEvent
-			typ  string
-			data []byte
-		)
-		if err := rows.Scan(&e.Seq, &typ, &data); err != nil {
-			return nil, fmt.Errorf("read events of turn %s: %w", ref.TurnID, interpretError(err))
+	var list []struct {
+		F int64           `json:"f"`
+		E json.RawMessage `json:"e"`
+	}
+	if err := json.Unmarshal(batches, &list); err != nil {
+		return TurnLog{}, fmt.Errorf("read events of turn %s: %w", ref.TurnID, err)
+	}
+	for _, b := range list {
+		evs, err := decodeEvents(nil, b.E)
+		if err != nil {
+			return TurnLog{}, fmt.Errorf("read events of turn %s: %w", ref.TurnID, err)
 		}
-		if e.Event, err = aap.ParseEvent(aap.EventType(typ), data); err != nil {
-			return nil, err
+		for i, e := range evs {
+			if b.F+int64(i) == after+int64(len(out.Events))+1 {
+				out.Events = append(out.Events, e)
+			}
 		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read events of turn %s: %w", ref.TurnID, interpretError(err))
 	}
 	return out, nil
 }
@@ -112,50 +128,70 @@ func (s *Store) TurnEventsAfter(ctx context.Context, ref TurnRef, after, limit i
 // interruptedError is recorded on a turn whose process stopped.
 const interruptedError = "the process running the turn stopped before it finished"
 
-// interruptTurn records a running turn as interrupted, ends its event log
-// with turn_stop "error", and releases its session if it still holds it.
-// It reports whether the turn was running.
-func interruptTurn(ctx context.Context, tx pgx.Tx, ref TurnRef) (bool, error) {
-	tag, err := tx.Exec(ctx, `
-		UPDATE turns SET status = 'interrupted', stop_reason = 'error', finished_at = now(), error = $4
+// queueInterrupt queues the statements that record a running turn as
+// interrupted and end its log: its recorded batches folded, then turn_stop
+// "error" with the next id — after every id a client can have been sent,
+// since a process sends only what it has recorded. A turn that recorded
+// nothing gets turn_start (id 1, which a process sends at once) before it.
+// The turn's row is locked first, so a batch being recorded is waited for
+// and included.
+func queueInterrupt(b *pgx.Batch, ref TurnRef) {
+	b.Queue(`SELECT 1 FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3 FOR UPDATE`,
+		ref.TenantID, ref.SessionID, ref.TurnID)
+	b.Queue(`
+		WITH batches AS (
+			DELETE FROM turn_event_batches WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3
+			RETURNING first_seq, events
+		), entries AS (
+			SELECT x.e, b.first_seq AS o1, x.o AS o2
+			FROM batches b, json_array_elements(b.events) WITH ORDINALITY AS x(e, o)
+			UNION ALL SELECT '{"t":"turn_start","d":{}}'::json, 0, 0 WHERE NOT EXISTS (SELECT 1 FROM batches)
+			UNION ALL SELECT '{"t":"turn_stop","d":{"stopReason":"error"}}'::json, 2147483647, 0
+		)
+		UPDATE turns SET status = 'interrupted', stop_reason = 'error', finished_at = now(), error = $4,
+			events = (SELECT json_agg(e ORDER BY o1, o2) FROM entries)
 		WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running'`,
 		ref.TenantID, ref.SessionID, ref.TurnID, interruptedError)
-	if err != nil || tag.RowsAffected() == 0 {
-		return false, interpretError(err)
-	}
-	var last int
-	if err := tx.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM turn_events
-		WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3`, ref.TenantID, ref.SessionID, ref.TurnID).Scan(&last); err != nil {
-		return false, interpretError(err)
-	}
-	if err := appendEvents(ctx, tx, ref, []TurnEvent{{Seq: last + 1, Event: aap.TurnStop(aap.StopError)}}); err != nil {
-		return false, err
-	}
-	_, err = tx.Exec(ctx, `
-		UPDATE sessions SET active_turn_id = NULL, lease_owner = NULL, lease_expires_at = NULL
-		WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3`, ref.TenantID, ref.SessionID, ref.TurnID)
-	return true, interpretError(err)
 }
 
-// TurnInterruptIfDead records a running turn as interrupted if the process
-// that ran it is gone (it no longer holds its instance lock). It reports
+// TurnInterruptIfDead records a running turn as interrupted if it cannot
+// finish by itself any more: the process that ran it is gone (it no longer
+// holds its instance lock), or its claim's lease ran out. It reports
 // whether it did.
 func (s *Store) TurnInterruptIfDead(ctx context.Context, ref TurnRef) (bool, error) {
 	var done bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		// The session first, as every turn write locks it: no deadlock.
 		var dead bool
 		err := tx.QueryRow(ctx, `
-			SELECT owner IS NULL OR NOT aapd_instance_alive(owner) FROM turns
-			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' FOR UPDATE`,
-			ref.TenantID, ref.SessionID, ref.TurnID).Scan(&dead)
+			SELECT s.active_turn_id IS DISTINCT FROM t.id
+				OR s.lease_expires_at IS NULL OR s.lease_expires_at < now()
+				OR t.owner IS NULL OR NOT aapd_instance_alive(t.owner)
+			FROM sessions s JOIN turns t ON t.tenant_id = s.tenant_id AND t.session_id = s.id
+			WHERE s.tenant_id = $1 AND s.id = $2 AND t.id = $3 AND t.status = 'running'
+			FOR UPDATE OF s`, ref.TenantID, ref.SessionID, ref.TurnID).Scan(&dead)
 		if errors.Is(interpretError(err), ErrNotFound) || (err == nil && !dead) {
 			return nil
 		}
 		if err != nil {
 			return interpretError(err)
 		}
-		done, err = interruptTurn(ctx, tx, ref)
-		return err
+		b := &pgx.Batch{}
+		queueInterrupt(b, ref)
+		b.Queue(`UPDATE sessions SET active_turn_id = NULL, lease_owner = NULL, lease_expires_at = NULL
+			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3`, ref.TenantID, ref.SessionID, ref.TurnID)
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return interpretError(err)
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return interpretError(err)
+		}
+		done = tag.RowsAffected() > 0
+		_, err = br.Exec()
+		return interpretError(err)
 	})
 	if err != nil {
 		return false, fmt.Errorf("interrupt turn %s: %w", ref.TurnID, err)

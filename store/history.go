@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/aapd/aapd/aap"
 )
 
@@ -45,60 +43,62 @@ type StoredMessage struct {
 	Extra     json.RawMessage
 }
 
-// appendMessages appends messages to both histories of a session in tx,
-// taking the next sequence numbers from the session row (which it locks),
-// and returns them as stored.
-func appendMessages(ctx context.Context, tx pgx.Tx, tenantID, sessionID, turnID string, msgs []NewMessage) ([]StoredMessage, error) {
-	if len(msgs) == 0 {
-		return nil, nil
+// messageRows are messages to append to both histories, numbered from a
+// seq the caller chose: the process holding a session's claim numbers its
+// messages itself, so a retried write carries the same numbers as the
+// first attempt and can be recognised.
+type messageRows struct {
+	seqs    []int64
+	origins []string
+	bodies  []string
+	extras  []*string
+	stored  []StoredMessage
+}
+
+func newMessageRows(first int64, msgs []NewMessage) (messageRows, error) {
+	r := messageRows{
+		seqs: make([]int64, len(msgs)), origins: make([]string, len(msgs)), bodies: make([]string, len(msgs)),
+		extras: make([]*string, len(msgs)), stored: make([]StoredMessage, len(msgs)),
 	}
-	var last int64
-	err := tx.QueryRow(ctx, `
-		UPDATE sessions SET last_seq = last_seq + $3, updated_at = now()
-		WHERE tenant_id = $1 AND id = $2 RETURNING last_seq`,
-		tenantID, sessionID, len(msgs)).Scan(&last)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	first := last - int64(len(msgs)) + 1
-	stored := make([]StoredMessage, len(msgs))
-	bodies := make([]string, len(msgs))
-	extras := make([]*string, len(msgs))
-	origins := make([]string, len(msgs))
-	seqs := make([]int64, len(msgs))
 	for i, m := range msgs {
 		b, err := json.Marshal(m.Message)
 		if err != nil {
-			return nil, fmt.Errorf("encode message: %w", err)
+			return messageRows{}, fmt.Errorf("encode message: %w", err)
 		}
-		bodies[i], seqs[i], origins[i] = string(b), first+int64(i), string(m.Origin)
+		r.bodies[i], r.seqs[i], r.origins[i] = string(b), first+int64(i), string(m.Origin)
 		if m.Origin == "" {
-			origins[i] = string(OriginAgent)
+			r.origins[i] = string(OriginAgent)
 		}
 		if len(m.Extra) > 0 {
 			e := string(m.Extra)
-			extras[i] = &e
+			r.extras[i] = &e
 		}
-		stored[i] = StoredMessage{Seq: seqs[i], SourceSeq: seqs[i], Message: m.Message, Extra: m.Extra}
+		r.stored[i] = StoredMessage{Seq: r.seqs[i], SourceSeq: r.seqs[i], Message: m.Message, Extra: m.Extra}
 	}
-	var turn *string
-	if turnID != "" {
-		turn = &turnID
-	}
-	if _, err := tx.Exec(ctx, `
-		INSERT INTO messages (tenant_id, session_id, seq, turn_id, origin, message, extra)
-		SELECT $1, $2, s, $3, o, m::json, e::json
-		FROM unnest($4::bigint[], $5::text[], $6::text[], $7::text[]) AS t(s, o, m, e)`,
-		tenantID, sessionID, turn, seqs, origins, bodies, extras); err != nil {
-		return nil, interpretError(err)
-	}
-	if _, err := tx.Exec(ctx, `
-		INSERT INTO compacted_messages (tenant_id, session_id, seq, source_seq, message, extra)
-		SELECT $1, $2, s, s, m::json, e::json FROM unnest($3::bigint[], $4::text[], $5::text[]) AS t(s, m, e)`,
-		tenantID, sessionID, seqs, bodies, extras); err != nil {
-		return nil, interpretError(err)
-	}
-	return stored, nil
+	return r, nil
+}
+
+// The statements that append messageRows: $1 tenant, $2 session, $3 turn
+// (NULL for a seed), then the rows' four arrays. The compacted history's
+// takes no turn: insertCompacted(4) fits the same arguments (where $3 is
+// typed by another statement), insertCompacted(3) the arguments of
+// compactedArgs.
+const insertMessagesSQL = `INSERT INTO messages (tenant_id, session_id, seq, turn_id, origin, message, extra)
+		SELECT $1, $2, r.s, $3::text, r.o, r.m::json, r.e::json
+		FROM unnest($4::bigint[], $5::text[], $6::text[], $7::text[]) AS r(s, o, m, e)`
+
+func insertCompacted(first int) string {
+	return fmt.Sprintf(`INSERT INTO compacted_messages (tenant_id, session_id, seq, source_seq, message, extra)
+		SELECT $1, $2, r.s, r.s, r.m::json, r.e::json
+		FROM unnest($%d::bigint[], $%d::text[], $%d::text[], $%d::text[]) AS r(s, o, m, e)`, first, first+1, first+2, first+3)
+}
+
+func (r messageRows) args(tenantID, sessionID string, turnID *string) []any {
+	return []any{tenantID, sessionID, turnID, r.seqs, r.origins, r.bodies, r.extras}
+}
+
+func (r messageRows) compactedArgs(tenantID, sessionID string) []any {
+	return []any{tenantID, sessionID, r.seqs, r.origins, r.bodies, r.extras}
 }
 
 // HistoryParams selects a history of a session.
@@ -159,6 +159,20 @@ func history(ctx context.Context, db dbtx, p HistoryParams) ([]StoredMessage, er
 	if err != nil {
 		return nil, fmt.Errorf("load %s history of %s: %w", p.Type, p.SessionID, interpretError(err))
 	}
+	out, err := scanHistory(rows)
+	if err != nil {
+		return nil, fmt.Errorf("load %s history of %s: %w", p.Type, p.SessionID, err)
+	}
+	return out, nil
+}
+
+// scanHistory reads rows of (seq, source_seq, message, extra), decoded.
+func scanHistory(rows interface {
+	Next() bool
+	Scan(...any) error
+	Err() error
+	Close()
+}) ([]StoredMessage, error) {
 	defer rows.Close()
 	var out []StoredMessage
 	for rows.Next() {
@@ -168,18 +182,15 @@ func history(ctx context.Context, db dbtx, p HistoryParams) ([]StoredMessage, er
 			extra *string
 		)
 		if err := rows.Scan(&m.Seq, &m.SourceSeq, &body, &extra); err != nil {
-			return nil, fmt.Errorf("load %s history of %s: %w", p.Type, p.SessionID, interpretError(err))
+			return nil, interpretError(err)
 		}
 		if err := json.Unmarshal(body, &m.Message); err != nil {
-			return nil, fmt.Errorf("decode message %d of %s: %w", m.Seq, p.SessionID, err)
+			return nil, fmt.Errorf("decode message %d: %w", m.Seq, err)
 		}
 		if extra != nil {
 			m.Extra = json.RawMessage(*extra)
 		}
 		out = append(out, m)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load %s history of %s: %w", p.Type, p.SessionID, interpretError(err))
-	}
-	return out, nil
+	return out, interpretError(rows.Err())
 }

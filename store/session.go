@@ -161,22 +161,29 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 				return interpretError(err)
 			}
 		}
-		err := tx.QueryRow(ctx, `
-			INSERT INTO sessions (tenant_id, id, agent_name, agent_tools, options, secret_options, client_tools, pending_tool_calls)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-			RETURNING created_at, updated_at`,
-			p.TenantID, sess.ID, p.AgentName, jsonOrNull(p.AgentTools), jsonObject(p.Options), sealed,
-			jsonOrNull(p.ClientTools), jsonList(p.Pending),
-		).Scan(&sess.CreatedAt, &sess.UpdatedAt)
-		if err != nil {
-			return interpretError(err)
-		}
 		msgs := make([]NewMessage, len(p.Messages))
 		for i, m := range p.Messages {
 			msgs[i] = NewMessage{Message: m, Origin: OriginClient}
 		}
-		_, err = appendMessages(ctx, tx, p.TenantID, sess.ID, "", msgs)
-		return err
+		rows, err := newMessageRows(1, msgs)
+		if err != nil {
+			return err
+		}
+		err = tx.QueryRow(ctx, `
+			INSERT INTO sessions (tenant_id, id, agent_name, agent_tools, options, secret_options, client_tools, pending_tool_calls, last_seq)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			RETURNING created_at, updated_at`,
+			p.TenantID, sess.ID, p.AgentName, jsonOrNull(p.AgentTools), jsonObject(p.Options), sealed,
+			jsonOrNull(p.ClientTools), jsonList(p.Pending), len(msgs),
+		).Scan(&sess.CreatedAt, &sess.UpdatedAt)
+		if err != nil || len(msgs) == 0 {
+			return interpretError(err)
+		}
+		if _, err := tx.Exec(ctx, insertMessagesSQL, rows.args(p.TenantID, sess.ID, nil)...); err != nil {
+			return interpretError(err)
+		}
+		_, err = tx.Exec(ctx, insertCompacted(3), rows.compactedArgs(p.TenantID, sess.ID)...)
+		return interpretError(err)
 	})
 	if err != nil {
 		return Session{}, false, fmt.Errorf("create session: %w", err)
@@ -247,6 +254,17 @@ type SessionPage struct {
 // ErrBadCursor: the pagination cursor was not one this server issued.
 var ErrBadCursor = errors.New("invalid pagination cursor")
 
+// noSessionCursor sorts after every session id: the first page's cursor,
+// so that the listing keeps one shape whose bound is an index condition,
+// also under a generic plan (a prepared statement's).
+const noSessionCursor = "sess_~"
+
+// sessionListSQL pages a tenant's sessions: $1 tenant, $2 the cursor (the
+// last id of the previous page), $3 the limit.
+const sessionListSQL = `SELECT ` + sessionColumns + ` FROM sessions
+		WHERE tenant_id = $1 AND id < $2
+		ORDER BY id DESC LIMIT $3`
+
 // SessionList pages through a tenant's sessions, newest first. Paging is by
 // keyset on the time-ordered session id, so sessions created or deleted
 // between pages never make another appear twice or not at all.
@@ -255,10 +273,10 @@ func (s *Store) SessionList(ctx context.Context, p SessionListParams) (SessionPa
 	if err != nil {
 		return SessionPage{}, err
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT `+sessionColumns+` FROM sessions
-		WHERE tenant_id = $1 AND ($2 = '' OR id < $2)
-		ORDER BY id DESC LIMIT $3`, p.TenantID, after, p.Limit+1)
+	if after == "" {
+		after = noSessionCursor
+	}
+	rows, err := s.pool.Query(ctx, sessionListSQL, p.TenantID, after, p.Limit+1)
 	if err != nil {
 		return SessionPage{}, fmt.Errorf("list sessions: %w", interpretError(err))
 	}

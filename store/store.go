@@ -31,6 +31,10 @@ type Config struct {
 	MaxConns int32
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Tracer observes every statement the store sends (pgx's QueryTracer,
+	// and BatchTracer if it implements it): tests count round trips and
+	// commits with it.
+	Tracer pgx.QueryTracer
 }
 
 // Store is aapd's database. It is safe for concurrent use.
@@ -49,6 +53,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = cfg.MaxConns
+	}
+	if cfg.Tracer != nil {
+		pcfg.ConnConfig.Tracer = cfg.Tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {

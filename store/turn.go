@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/aapd/aapd/aap"
 )
@@ -23,6 +26,12 @@ const (
 	TurnInterrupted TurnStatus = "interrupted"
 	TurnCancelled   TurnStatus = "cancelled"
 )
+
+// ErrOutcomeUnknown: a write was sent but its answer was lost (the
+// connection broke while it committed): it may or may not have landed.
+// Every write of a turn can be asked again (TurnClaimed) or retried as it
+// is: it is idempotent by construction.
+var ErrOutcomeUnknown = errors.New("the write may or may not have committed")
 
 // Turn is the record of one POST /sessions/:id/turns.
 type Turn struct {
@@ -40,16 +49,22 @@ type Turn struct {
 	FinishedAt     *time.Time
 }
 
+// Ref names the turn.
+func (t Turn) Ref() TurnRef {
+	return TurnRef{TenantID: t.TenantID, SessionID: t.SessionID, TurnID: t.ID}
+}
+
 // NewTurnID returns an opaque, time-ordered turn id.
 func NewTurnID() string { return "turn_" + mustV7() }
 
 const turnColumns = `tenant_id::text, session_id, id, status, stream, coalesce(stop_reason, ''), coalesce(error, ''),
 	input_tokens, output_tokens, coalesce(idempotency_key, ''), created_at, finished_at`
 
-func scanTurn(row interface{ Scan(...any) error }) (Turn, error) {
+func scanTurn(row interface{ Scan(...any) error }, extra ...any) (Turn, error) {
 	var t Turn
-	err := row.Scan(&t.TenantID, &t.SessionID, &t.ID, &t.Status, &t.Stream, &t.StopReason, &t.Error,
-		&t.InputTokens, &t.OutputTokens, &t.IdempotencyKey, &t.CreatedAt, &t.FinishedAt)
+	dst := []any{&t.TenantID, &t.SessionID, &t.ID, &t.Status, &t.Stream, &t.StopReason, &t.Error,
+		&t.InputTokens, &t.OutputTokens, &t.IdempotencyKey, &t.CreatedAt, &t.FinishedAt}
+	err := row.Scan(append(dst, extra...)...)
 	return t, interpretError(err)
 }
 
@@ -77,7 +92,10 @@ type TurnPlan struct {
 type TurnBeginParams struct {
 	TenantID  string
 	SessionID string
-	Stream    aap.StreamMode
+	// TurnID is the new turn's id (NewTurnID), chosen by the caller so that
+	// a claim whose commit went unanswered can be looked for (TurnClaimed).
+	TurnID string
+	Stream aap.StreamMode
 	// Owner is the instance id of the process that will run the turn.
 	Owner int32
 	// Lease is how long the claim holds without a heartbeat.
@@ -86,6 +104,11 @@ type TurnBeginParams struct {
 	// hash return the first turn instead of starting another.
 	IdempotencyKey string
 	RequestHash    []byte
+	// CachedVersion and CachedUpTo describe the compacted history the caller
+	// already holds: its compaction version and its last seq. When they are
+	// still current, only the messages after CachedUpTo are read.
+	CachedVersion int64
+	CachedUpTo    int64
 	// Prepare decides, from the session as it is inside the claiming
 	// transaction, what the turn changes. An error aborts the turn and
 	// changes nothing.
@@ -99,6 +122,14 @@ type TurnBegun struct {
 	Session Session
 	// Appended are the plan's messages as stored.
 	Appended []StoredMessage
+	// LastSeq is the session's last seq once Appended are stored.
+	LastSeq int64
+	// History is the compacted history before Appended: whole when
+	// HistoryWhole, else only what follows the caller's CachedUpTo.
+	History      []StoredMessage
+	HistoryWhole bool
+	// CompactionVersion is the version History belongs to.
+	CompactionVersion int64
 	// Interrupted is the id of a dead turn whose claim this turn took over.
 	Interrupted string
 	// Replay is true when the idempotency key matched an earlier turn: Turn
@@ -109,78 +140,169 @@ type TurnBegun struct {
 // TurnBegin claims the session for a new turn, atomically: it fails with a
 // *TurnRunningError while another live turn holds the session, records a
 // turn whose process died as interrupted, applies the caller's plan, and
-// stores the incoming messages, all in one transaction. The claim is a lease
-// on the session row; no connection is held once this returns.
+// stores the incoming messages, all in one transaction of two round trips
+// (read under lock, then write and commit). The claim is a lease on the
+// session row; no connection is held once this returns.
+//
+// When the commit's answer is lost, the error wraps ErrOutcomeUnknown:
+// TurnClaimed tells whether the claim landed, and if it did, the TurnBegun
+// returned alongside the error is what it stored.
 func (s *Store) TurnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, error) {
-	var out TurnBegun
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var expired, dead bool
-		sess, err := s.scanSessionWith(tx.QueryRow(ctx, `
-			SELECT `+sessionColumns+`,
-				lease_expires_at IS NULL OR lease_expires_at < now(),
-				lease_owner IS NULL OR NOT aapd_instance_alive(lease_owner)
-			FROM sessions WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, p.TenantID, p.SessionID), &expired, &dead)
-		if err != nil {
-			return err
-		}
-		// With the session locked, a retry racing its original sees it.
-		if p.IdempotencyKey != "" {
-			prev, hash, err := turnByIdempotencyKey(ctx, tx, p.TenantID, p.SessionID, p.IdempotencyKey)
-			switch {
-			case err == nil && !bytes.Equal(hash, p.RequestHash):
-				return ErrIdempotencyMismatch
-			case err == nil:
-				out = TurnBegun{Turn: prev, Replay: true}
-				return nil
-			case !errors.Is(err, ErrNotFound):
-				return err
-			}
-		}
-		if sess.ActiveTurnID != "" {
-			if !expired && !dead {
-				return &TurnRunningError{TurnID: sess.ActiveTurnID}
-			}
-			if _, err := interruptTurn(ctx, tx, TurnRef{p.TenantID, p.SessionID, sess.ActiveTurnID}); err != nil {
-				return err
-			}
-			out.Interrupted = sess.ActiveTurnID
-		}
-		plan, err := p.Prepare(sess)
-		if err != nil {
-			return err
-		}
-		applyPlan(&sess, plan)
-		sealed, err := s.sealer.sealJSON(sess.SecretOptions)
-		if err != nil {
-			return fmt.Errorf("seal secret options: %w", err)
-		}
-		turn, err := scanTurn(tx.QueryRow(ctx, `
-			INSERT INTO turns (tenant_id, session_id, id, status, stream, owner, idempotency_key, request_hash)
-			VALUES ($1, $2, $3, 'running', $4, $5, nullif($6, ''), $7)
-			RETURNING `+turnColumns,
-			p.TenantID, p.SessionID, NewTurnID(), p.Stream, p.Owner, p.IdempotencyKey, p.RequestHash))
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `
-			UPDATE sessions SET agent_tools = $3, options = $4, secret_options = $5, client_tools = $6,
-				pending_tool_calls = $7, active_turn_id = $8, lease_owner = $9,
-				lease_expires_at = now() + $10 * interval '1 millisecond', updated_at = now()
-			WHERE tenant_id = $1 AND id = $2`,
-			p.TenantID, p.SessionID, jsonOrNull(sess.AgentTools), jsonObject(sess.Options), sealed,
-			jsonOrNull(sess.ClientTools), jsonList(sess.Pending), turn.ID, p.Owner, p.Lease.Milliseconds()); err != nil {
-			return interpretError(err)
-		}
-		sess.ActiveTurnID = turn.ID
-		appended, err := appendMessages(ctx, tx, p.TenantID, p.SessionID, turn.ID, plan.Messages)
-		if err != nil {
-			return err
-		}
-		out.Turn, out.Session, out.Appended = turn, sess, appended
-		return nil
-	})
+	out, err := s.turnBegin(ctx, p)
 	if err != nil {
-		return TurnBegun{}, fmt.Errorf("begin turn on session %s: %w", p.SessionID, err)
+		return out, fmt.Errorf("begin turn on session %s: %w", p.SessionID, err)
+	}
+	return out, nil
+}
+
+func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return TurnBegun{}, interpretError(err)
+	}
+	defer conn.Release()
+	rollback := func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK") }
+
+	// Round trip 1: lock the session, look for the idempotency key, read
+	// the compacted history the caller does not hold yet.
+	read := &pgx.Batch{}
+	read.Queue("BEGIN")
+	read.Queue(`SELECT `+sessionColumns+`, last_seq, compaction_version,
+			lease_expires_at IS NULL OR lease_expires_at < now(),
+			lease_owner IS NULL OR NOT aapd_instance_alive(lease_owner)
+		FROM sessions WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, p.TenantID, p.SessionID)
+	if p.IdempotencyKey != "" {
+		read.Queue(`SELECT `+turnColumns+`, request_hash FROM turns
+			WHERE tenant_id = $1 AND session_id = $2 AND idempotency_key = $3`, p.TenantID, p.SessionID, p.IdempotencyKey)
+	}
+	read.Queue(`SELECT seq, coalesce(source_seq, 0), message::text, extra::text FROM compacted_messages
+		WHERE tenant_id = $1 AND session_id = $2
+		  AND seq > (SELECT CASE WHEN compaction_version = $3 THEN $4::bigint ELSE 0 END
+		             FROM sessions WHERE tenant_id = $1 AND id = $2)
+		ORDER BY seq`, p.TenantID, p.SessionID, p.CachedVersion, p.CachedUpTo)
+
+	var (
+		out           TurnBegun
+		lastSeq       int64
+		expired, dead bool
+		prev          Turn
+		prevHash      []byte
+		prevErr       error
+	)
+	br := conn.SendBatch(ctx, read)
+	_, err = br.Exec()
+	if err == nil {
+		out.Session, err = s.scanSessionWith(br.QueryRow(), &lastSeq, &out.CompactionVersion, &expired, &dead)
+	}
+	if err == nil && p.IdempotencyKey != "" {
+		prev, prevErr = scanTurn(br.QueryRow(), &prevHash)
+		if prevErr != nil && !errors.Is(prevErr, ErrNotFound) {
+			err = prevErr
+		}
+	}
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			out.History, err = scanHistory(rows)
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		rollback()
+		return TurnBegun{}, interpretError(err)
+	}
+	// The cached history was current, and only what follows it was read,
+	// unless a compaction moved the version: then all of it was.
+	out.HistoryWhole = p.CachedUpTo == 0 || out.CompactionVersion != p.CachedVersion
+
+	// With the session locked, a retry racing its original sees it.
+	if p.IdempotencyKey != "" && prevErr == nil {
+		rollback()
+		if !bytes.Equal(prevHash, p.RequestHash) {
+			return TurnBegun{}, ErrIdempotencyMismatch
+		}
+		return TurnBegun{Turn: prev, Replay: true}, nil
+	}
+	sess := out.Session
+	if sess.ActiveTurnID != "" {
+		if !expired && !dead {
+			rollback()
+			return TurnBegun{}, &TurnRunningError{TurnID: sess.ActiveTurnID}
+		}
+		out.Interrupted = sess.ActiveTurnID
+	}
+	plan, err := p.Prepare(sess)
+	if err != nil {
+		rollback()
+		return TurnBegun{}, err
+	}
+	applyPlan(&sess, plan)
+	sealed, err := s.sealer.sealJSON(sess.SecretOptions)
+	if err != nil {
+		rollback()
+		return TurnBegun{}, fmt.Errorf("seal secret options: %w", err)
+	}
+	rows, err := newMessageRows(lastSeq+1, plan.Messages)
+	if err != nil {
+		rollback()
+		return TurnBegun{}, err
+	}
+
+	// Round trip 2: write and commit.
+	write := &pgx.Batch{}
+	if out.Interrupted != "" {
+		queueInterrupt(write, TurnRef{p.TenantID, p.SessionID, out.Interrupted})
+	}
+	turnStmt := write.Len()
+	var hash []byte
+	if p.IdempotencyKey != "" {
+		hash = p.RequestHash
+	}
+	write.Queue(`INSERT INTO turns (tenant_id, session_id, id, status, stream, owner, idempotency_key, request_hash, first_seq)
+		VALUES ($1, $2, $3, 'running', $4, $5, nullif($6, ''), $7, $8)
+		RETURNING `+turnColumns,
+		p.TenantID, p.SessionID, p.TurnID, p.Stream, p.Owner, p.IdempotencyKey, hash, lastSeq+1)
+	write.Queue(`UPDATE sessions SET agent_tools = $3, options = $4, secret_options = $5, client_tools = $6,
+			pending_tool_calls = $7, active_turn_id = $8, lease_owner = $9,
+			lease_expires_at = now() + $10 * interval '1 millisecond', last_seq = $11, updated_at = now()
+		WHERE tenant_id = $1 AND id = $2`,
+		p.TenantID, p.SessionID, jsonOrNull(sess.AgentTools), jsonObject(sess.Options), sealed,
+		jsonOrNull(sess.ClientTools), jsonList(sess.Pending), p.TurnID, p.Owner, p.Lease.Milliseconds(),
+		lastSeq+int64(len(plan.Messages)))
+	if len(plan.Messages) > 0 {
+		write.Queue(insertMessagesSQL, rows.args(p.TenantID, p.SessionID, &p.TurnID)...)
+		write.Queue(insertCompacted(3), rows.compactedArgs(p.TenantID, p.SessionID)...)
+	}
+	write.Queue("COMMIT")
+
+	sess.ActiveTurnID = p.TurnID
+	out.Session, out.Appended, out.LastSeq = sess, rows.stored, lastSeq+int64(len(plan.Messages))
+	// What the claim stores, should its commit go unanswered.
+	out.Turn = Turn{TenantID: p.TenantID, SessionID: p.SessionID, ID: p.TurnID, Status: TurnRunning,
+		Stream: p.Stream, IdempotencyKey: p.IdempotencyKey, CreatedAt: time.Now()}
+
+	br = conn.SendBatch(ctx, write)
+	for i := 0; err == nil && i < write.Len(); i++ {
+		if i == turnStmt {
+			out.Turn, err = scanTurn(br.QueryRow())
+			continue
+		}
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			// The server refused a statement: the transaction is void.
+			rollback()
+			return TurnBegun{}, interpretError(err)
+		}
+		conn.Conn().Close(context.WithoutCancel(ctx))
+		return out, fmt.Errorf("%w: %w", ErrOutcomeUnknown, interpretError(err))
 	}
 	return out, nil
 }
@@ -198,21 +320,27 @@ func applyPlan(sess *Session, plan TurnPlan) {
 	sess.Pending = plan.Pending
 }
 
-func turnByIdempotencyKey(ctx context.Context, tx pgx.Tx, tenantID, sessionID, key string) (Turn, []byte, error) {
-	var hash []byte
-	var t Turn
-	err := tx.QueryRow(ctx, `SELECT `+turnColumns+`, request_hash FROM turns
-		WHERE tenant_id = $1 AND session_id = $2 AND idempotency_key = $3`, tenantID, sessionID, key).Scan(
-		&t.TenantID, &t.SessionID, &t.ID, &t.Status, &t.Stream, &t.StopReason, &t.Error,
-		&t.InputTokens, &t.OutputTokens, &t.IdempotencyKey, &t.CreatedAt, &t.FinishedAt, &hash)
-	return t, hash, interpretError(err)
+// TurnClaimed reports whether a turn exists: after a TurnBegin whose
+// outcome is unknown, whether its claim landed.
+func (s *Store) TurnClaimed(ctx context.Context, ref TurnRef) (bool, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3`,
+		ref.TenantID, ref.SessionID, ref.TurnID).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look for turn %s: %w", ref.TurnID, interpretError(err))
+	}
+	return n > 0, nil
 }
 
 // TurnStepParams commits one step of a running turn.
 type TurnStepParams struct {
-	TenantID  string
-	SessionID string
-	TurnID    string
+	Ref TurnRef
+	// Step is the step's number, from 1, unique in its turn: a step whose
+	// number the turn has reached already is not written again.
+	Step int
+	// FirstSeq is the seq of the first message: the session's last seq
+	// after the turn's previous write, plus one.
+	FirstSeq int64
 	// Messages are appended to both histories.
 	Messages []NewMessage
 	// Pending replaces the session's pending tool calls.
@@ -222,54 +350,68 @@ type TurnStepParams struct {
 }
 
 // TurnCommitStep appends a step's messages and sets the pending tool calls
-// in one transaction, if the turn still holds its session (ErrClaimLost if
-// not: nothing is written).
-func (s *Store) TurnCommitStep(ctx context.Context, p TurnStepParams) ([]StoredMessage, error) {
-	var stored []StoredMessage
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
-			UPDATE sessions SET pending_tool_calls = $4,
-				lease_expires_at = now() + $5 * interval '1 millisecond'
-			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3`,
-			p.TenantID, p.SessionID, p.TurnID, jsonList(p.Pending), p.Lease.Milliseconds())
-		if err != nil {
-			return interpretError(err)
-		}
-		if tag.RowsAffected() == 0 {
-			return ErrClaimLost
-		}
-		stored, err = appendMessages(ctx, tx, p.TenantID, p.SessionID, p.TurnID, p.Messages)
+// in one statement, if the turn still holds its session (ErrClaimLost if
+// not: nothing is written). Committing a step again after it landed
+// changes nothing and succeeds: a retry after a lost answer is safe.
+func (s *Store) TurnCommitStep(ctx context.Context, p TurnStepParams) error {
+	rows, err := newMessageRows(p.FirstSeq, p.Messages)
+	if err != nil {
 		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("commit step of turn %s: %w", p.TurnID, err)
 	}
-	return stored, nil
-}
-
-// TurnHeartbeat renews a running turn's claim and reports whether the turn
-// was asked to stop (see TurnRequestCancel); ErrClaimLost if the turn has
-// lost its session.
-func (s *Store) TurnHeartbeat(ctx context.Context, ref TurnRef, lease time.Duration) (cancelRequested bool, err error) {
+	args := append(rows.args(p.Ref.TenantID, p.Ref.SessionID, &p.Ref.TurnID),
+		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.Lease.Milliseconds(), p.Step)
+	var held, step int
 	err = s.pool.QueryRow(ctx, `
-		UPDATE sessions SET lease_expires_at = now() + $4 * interval '1 millisecond'
-		WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3
-		RETURNING (SELECT cancel_requested FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3)`,
-		ref.TenantID, ref.SessionID, ref.TurnID, lease.Milliseconds()).Scan(&cancelRequested)
-	if errors.Is(interpretError(err), ErrNotFound) {
-		return false, fmt.Errorf("heartbeat turn %s: %w", ref.TurnID, ErrClaimLost)
+		WITH claim AS (
+			UPDATE sessions SET last_seq = $8, pending_tool_calls = $9, updated_at = now(),
+				lease_expires_at = now() + $10 * interval '1 millisecond'
+			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3
+			RETURNING 1
+		), turn AS (
+			UPDATE turns SET step = $11
+			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $11
+			  AND EXISTS (SELECT 1 FROM claim)
+			RETURNING 1
+		), full_history AS (`+insertMessagesSQL+` WHERE EXISTS (SELECT 1 FROM turn)
+		), compacted AS (`+insertCompacted(4)+` WHERE EXISTS (SELECT 1 FROM turn))
+		SELECT (SELECT count(*) FROM claim),
+			coalesce((SELECT step FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), -1)`,
+		args...).Scan(&held, &step)
+	if err == nil && held == 0 {
+		err = ErrClaimLost
 	}
 	if err != nil {
-		return false, fmt.Errorf("heartbeat turn %s: %w", ref.TurnID, interpretError(err))
+		return fmt.Errorf("commit step %d of turn %s: %w", p.Step, p.Ref.TurnID, writeError(err))
 	}
-	return cancelRequested, nil
+	return nil
 }
 
-// TurnFinishParams ends a turn.
+// writeError interprets an error of a single-statement write: a lost answer
+// is ErrOutcomeUnknown (retrying the write is safe).
+func writeError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.Is(err, ErrClaimLost) || errors.As(err, &pgErr) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return interpretError(err)
+	}
+	err = interpretError(err)
+	if errors.Is(err, ErrUnavailable) {
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	}
+	return err
+}
+
+// TurnFinishParams ends a turn: its last step, its record, its whole event
+// log and the release of its session, in one statement.
 type TurnFinishParams struct {
-	TenantID     string
-	SessionID    string
-	TurnID       string
+	Ref TurnRef
+	// Step numbers this write like a step (see TurnStepParams): the number
+	// after the turn's last committed step.
+	Step int
+	// FirstSeq, Messages and Pending are the turn's last step, as in
+	// TurnStepParams; Messages may be empty.
+	FirstSeq     int64
+	Messages     []NewMessage
+	Pending      []aap.PendingToolCall
 	Status       TurnStatus
 	StopReason   aap.StopReason
 	Error        string
@@ -280,42 +422,105 @@ type TurnFinishParams struct {
 	// ContextUpTo; zero when the provider reported none.
 	ContextTokens int64
 	ContextUpTo   int64
-	// Events are the turn's last unrecorded events, turn_stop included:
-	// recorded in the same transaction, so a finished turn's log is whole.
-	Events []TurnEvent
+	// Events is the turn's whole event log, turn_start to turn_stop: it
+	// replaces the batches recorded while the turn ran.
+	Events []aap.Event
 }
 
-// TurnFinish records how a turn ended and releases its session, in one
-// transaction. A turn already ended (e.g. recorded interrupted by a takeover)
-// keeps its first record.
+// TurnFinish records how a turn ended with its last step and releases its
+// session, in one statement (one round trip, one commit). It fails with
+// ErrClaimLost if the turn no longer holds its session (it was taken over,
+// cancelled by a deletion); finishing again after it landed changes nothing
+// and succeeds.
 func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) error {
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
-			UPDATE turns SET status = $4, stop_reason = nullif($5, ''), error = nullif($6, ''),
-				input_tokens = $7, output_tokens = $8, finished_at = now()
-			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running'`,
-			p.TenantID, p.SessionID, p.TurnID, p.Status, p.StopReason, p.Error, p.InputTokens, p.OutputTokens)
-		if err != nil {
-			return interpretError(err)
-		}
-		if tag.RowsAffected() == 0 {
-			return nil // already ended (taken over, or the session is gone)
-		}
-		if err := appendEvents(ctx, tx, TurnRef{p.TenantID, p.SessionID, p.TurnID}, p.Events); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `
-			UPDATE sessions SET active_turn_id = NULL, lease_owner = NULL, lease_expires_at = NULL,
-				reported_tokens = CASE WHEN $4 > 0 THEN $4 ELSE reported_tokens END,
-				reported_upto_seq = CASE WHEN $4 > 0 THEN $5 ELSE reported_upto_seq END
-			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3`,
-			p.TenantID, p.SessionID, p.TurnID, p.ContextTokens, p.ContextUpTo)
-		return interpretError(err)
-	})
+	rows, err := newMessageRows(p.FirstSeq, p.Messages)
 	if err != nil {
-		return fmt.Errorf("finish turn %s: %w", p.TurnID, err)
+		return err
+	}
+	log, err := encodeEvents(p.Events)
+	if err != nil {
+		return err
+	}
+	args := append(rows.args(p.Ref.TenantID, p.Ref.SessionID, &p.Ref.TurnID),
+		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.ContextTokens, p.ContextUpTo,
+		p.Status, p.StopReason, PgText(p.Error), p.InputTokens, p.OutputTokens, p.Step, log)
+	var done, step int
+	err = s.pool.QueryRow(ctx, `
+		WITH claim AS (
+			UPDATE sessions SET active_turn_id = NULL, lease_owner = NULL, lease_expires_at = NULL,
+				last_seq = $8, pending_tool_calls = $9, updated_at = now(),
+				reported_tokens = CASE WHEN $10 > 0 THEN $10 ELSE reported_tokens END,
+				reported_upto_seq = CASE WHEN $10 > 0 THEN $11 ELSE reported_upto_seq END
+			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3
+			RETURNING 1
+		), turn AS (
+			UPDATE turns SET status = $12, stop_reason = nullif($13, ''), error = nullif($14, ''),
+				input_tokens = $15, output_tokens = $16, finished_at = now(), step = $17, events = $18::json
+			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $17
+			  AND EXISTS (SELECT 1 FROM claim)
+			RETURNING 1
+		), batches AS (
+			DELETE FROM turn_event_batches WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3
+			  AND EXISTS (SELECT 1 FROM turn)
+		), full_history AS (`+insertMessagesSQL+` WHERE EXISTS (SELECT 1 FROM turn)
+		), compacted AS (`+insertCompacted(4)+` WHERE EXISTS (SELECT 1 FROM turn))
+		SELECT (SELECT count(*) FROM turn),
+			coalesce((SELECT step FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), -1)`,
+		args...).Scan(&done, &step)
+	if err == nil && done == 0 && step < p.Step {
+		err = ErrClaimLost // taken over, or deleted with its session
+	}
+	if err != nil {
+		return fmt.Errorf("finish turn %s: %w", p.Ref.TurnID, writeError(err))
 	}
 	return nil
+}
+
+// PgText makes a text storable in a Postgres text column: NUL characters
+// (which Postgres cannot store) become U+FFFD, and so do bytes that are not
+// UTF-8. A model's, a tool's or a client's words can end up in an error
+// message; none of them may keep a record from being written.
+func PgText(s string) string {
+	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// TurnsHeartbeat renews the claims of running turns, all in one statement,
+// and reports which still hold their session and which were asked to stop
+// (see TurnRequestCancel). A turn missing from held has lost its session.
+func (s *Store) TurnsHeartbeat(ctx context.Context, refs []TurnRef, lease time.Duration) (held map[string]bool, cancel map[string]bool, err error) {
+	tenants, sessions, turns := make([]string, len(refs)), make([]string, len(refs)), make([]string, len(refs))
+	for i, r := range refs {
+		tenants[i], sessions[i], turns[i] = r.TenantID, r.SessionID, r.TurnID
+	}
+	rows, err := s.pool.Query(ctx, `
+		UPDATE sessions s SET lease_expires_at = now() + $4 * interval '1 millisecond'
+		FROM unnest($1::uuid[], $2::text[], $3::text[]) AS h(tenant_id, session_id, turn_id)
+		WHERE s.tenant_id = h.tenant_id AND s.id = h.session_id AND s.active_turn_id = h.turn_id
+		RETURNING s.active_turn_id, coalesce((SELECT cancel_requested FROM turns t
+			WHERE t.tenant_id = s.tenant_id AND t.session_id = s.id AND t.id = s.active_turn_id), false)`,
+		tenants, sessions, turns, lease.Milliseconds())
+	if err != nil {
+		return nil, nil, fmt.Errorf("heartbeat %d turns: %w", len(refs), interpretError(err))
+	}
+	defer rows.Close()
+	held, cancel = map[string]bool{}, map[string]bool{}
+	for rows.Next() {
+		var (
+			id string
+			c  bool
+		)
+		if err := rows.Scan(&id, &c); err != nil {
+			return nil, nil, fmt.Errorf("heartbeat: %w", interpretError(err))
+		}
+		held[id], cancel[id] = true, c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("heartbeat: %w", interpretError(err))
+	}
+	return held, cancel, nil
 }
 
 // TurnGet loads a turn of a session of the tenant.
@@ -330,28 +535,20 @@ func (s *Store) TurnGet(ctx context.Context, tenantID, sessionID, turnID string)
 
 // TurnMessages returns the messages the agent produced in a turn (model
 // output, server tool results, denials), in order: the body of a stream
-// "none" response.
+// "none" response replayed for an idempotent retry.
 func (s *Store) TurnMessages(ctx context.Context, tenantID, sessionID, turnID string) ([]StoredMessage, error) {
-	rows, err := s.pool.Query(ctx, `SELECT seq, message::text FROM messages
-		WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3 AND origin = 'agent' ORDER BY seq`, tenantID, sessionID, turnID)
+	rows, err := s.pool.Query(ctx, `SELECT seq, seq, message::text, extra::text FROM messages
+		WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3 AND origin = 'agent'
+		  AND seq >= coalesce((SELECT first_seq FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), 0)
+		ORDER BY seq`, tenantID, sessionID, turnID)
 	if err != nil {
 		return nil, fmt.Errorf("load messages of turn %s: %w", turnID, interpretError(err))
 	}
-	defer rows.Close()
-	var out []StoredMessage
-	for rows.Next() {
-		var m StoredMessage
-		var body []byte
-		if err := rows.Scan(&m.Seq, &body); err != nil {
-			return nil, fmt.Errorf("load messages of turn %s: %w", turnID, interpretError(err))
-		}
-		if err := m.Message.UnmarshalJSON(body); err != nil {
-			return nil, fmt.Errorf("decode message %d: %w", m.Seq, err)
-		}
-		m.SourceSeq = m.Seq
-		out = append(out, m)
+	out, err := scanHistory(rows)
+	if err != nil {
+		return nil, fmt.Errorf("load messages of turn %s: %w", turnID, err)
 	}
-	return out, interpretError(rows.Err())
+	return out, nil
 }
 
 // TurnListParams selects a page of a session's turns.
@@ -369,6 +566,17 @@ type TurnPage struct {
 	Next  string
 }
 
+// noTurnCursor sorts after every turn id: the first page's cursor, so that
+// the query keeps one shape whose bound is an index condition, also under a
+// generic plan.
+const noTurnCursor = "turn_~"
+
+// turnListSQL pages a session's turns: $1 tenant, $2 session, $3 the
+// cursor, $4 the limit.
+const turnListSQL = `SELECT ` + turnColumns + ` FROM turns
+		WHERE tenant_id = $1 AND session_id = $2 AND id < $3
+		ORDER BY id DESC LIMIT $4`
+
 // TurnList pages through a session's turns, newest first, by keyset on the
 // time-ordered turn id (stable while turns are added).
 func (s *Store) TurnList(ctx context.Context, p TurnListParams) (TurnPage, error) {
@@ -376,9 +584,10 @@ func (s *Store) TurnList(ctx context.Context, p TurnListParams) (TurnPage, error
 	if err != nil {
 		return TurnPage{}, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+turnColumns+` FROM turns
-		WHERE tenant_id = $1 AND session_id = $2 AND ($3 = '' OR id < $3)
-		ORDER BY id DESC LIMIT $4`, p.TenantID, p.SessionID, after, p.Limit+1)
+	if after == "" {
+		after = noTurnCursor
+	}
+	rows, err := s.pool.Query(ctx, turnListSQL, p.TenantID, p.SessionID, after, p.Limit+1)
 	if err != nil {
 		return TurnPage{}, fmt.Errorf("list turns: %w", interpretError(err))
 	}

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -121,6 +122,33 @@ func (a *accumulator) addToolCall(tc sdk.ChatCompletionChunkChoiceDeltaToolCall)
 		call.name += n
 	}
 	call.args.WriteString(tc.Function.Arguments)
+}
+
+// addCompletion takes in a whole completion, asked for unstreamed: the
+// same message as the chunks of a stream would have made, without deltas.
+func (a *accumulator) addCompletion(c *sdk.ChatCompletion) {
+	if c.JSON.Usage.Valid() {
+		a.usage = agents.Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens}
+	}
+	for _, ch := range c.Choices {
+		if ch.Index != 0 {
+			continue
+		}
+		m := ch.Message
+		a.thinking.WriteString(reasoning(m.JSON.ExtraFields))
+		a.text.WriteString(m.Content)
+		if m.Refusal != "" {
+			a.refused = true
+			a.text.WriteString(m.Refusal)
+		}
+		for _, tc := range m.ToolCalls {
+			call := &toolCall{id: tc.ID, name: tc.Function.Name}
+			call.args.WriteString(tc.Function.Arguments)
+			a.calls = append(a.calls, call)
+		}
+		// A whole answer is finished, whether or not the server said why.
+		a.finish = cmp.Or(ch.FinishReason, "stop")
+	}
 }
 
 // finished reports whether the provider said why it stopped.

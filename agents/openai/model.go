@@ -156,7 +156,7 @@ func (m *Model) Generate(ctx context.Context, req agents.ModelRequest, out func(
 	}
 	for attempt := 0; ; attempt++ {
 		acc := newAccumulator(out)
-		err := m.attempt(ctx, params, key, acc)
+		err := m.attempt(ctx, params, key, req.Whole, acc)
 		if err == nil {
 			return acc.response(), nil
 		}
@@ -176,13 +176,24 @@ func (m *Model) Generate(ctx context.Context, req agents.ModelRequest, out func(
 	}
 }
 
-// attempt makes one streaming call, feeding its chunks to acc.
-func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams, key string, acc *accumulator) error {
+// attempt makes one call, feeding what it returns to acc: a streaming
+// call, or, when the caller wants only the whole message (whole), a plain
+// one, which costs the provider and aapd less.
+func (m *Model) attempt(ctx context.Context, params sdk.ChatCompletionNewParams, key string, whole bool, acc *accumulator) error {
 	actx, idle := watch(ctx, m.cfg.Timeout)
 	defer idle.stop()
 	opts := []option.RequestOption{option.WithMiddleware(captureStatus, idle.middleware)}
 	if key != "" {
 		opts = append(opts, option.WithAPIKey(key))
+	}
+	if whole {
+		params.StreamOptions = sdk.ChatCompletionStreamOptionsParam{}
+		c, err := m.service.New(actx, params, opts...)
+		if err != nil {
+			return idle.explain(describeProvider(err))
+		}
+		acc.addCompletion(c)
+		return nil
 	}
 	stream := m.service.NewStreaming(actx, params, opts...)
 	defer stream.Close()

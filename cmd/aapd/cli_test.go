@@ -146,6 +146,11 @@ func TestCLIKeys(t *testing.T) {
 	c := &client{t: t, base: s.base, key: key}
 	c.do("GET", "/sessions", nil).expect(t, http.StatusOK)
 	sid := c.echoSession(nil)
+	// Key use is written off the request path: wait for it.
+	waitFor(t, "the key's use to be recorded", 5*time.Second, func() bool {
+		k, err := s.Store.APIKeyGetByPublicID(context.Background(), publicID)
+		return err == nil && k.LastUsedAt != nil
+	})
 
 	rows := table(aapd(t, "keys", "list", "--database-url", db, "--tenant", tenant).ok(t).stdout)
 	if len(rows) != 3 || strings.Join(rows[0], "|") != "ID|PREFIX|NAME|CREATED|LAST USED|REVOKED" {
@@ -165,7 +170,9 @@ func TestCLIKeys(t *testing.T) {
 	if used[1] != "aapd_"+publicID+"_…" || used[2] != "laptop" {
 		t.Errorf("used key row = %v", used)
 	}
-	if strings.Contains(strings.Join(rows[1], " ")+strings.Join(rows[2], " "), strings.Split(key, "_")[2]) {
+	// The secret is everything after the public id; it may itself hold "_".
+	secret := strings.TrimPrefix(key, "aapd_"+publicID+"_")
+	if strings.Contains(strings.Join(rows[1], " ")+strings.Join(rows[2], " "), secret) {
 		t.Errorf("keys list shows a secret")
 	}
 	for _, col := range []int{3, 4} {
@@ -180,11 +187,16 @@ func TestCLIKeys(t *testing.T) {
 		t.Errorf("unused, unnamed key row = %v, want - for name, last used and revoked", fresh)
 	}
 
-	// Revoking the key locks it out at once.
+	// Revoking the key locks it out at once: servers remember keys, and
+	// the revocation reaches them by a notification a moment after it
+	// commits.
 	rev := aapd(t, "keys", "revoke", "--database-url", db, publicID).ok(t)
 	if rev.stdout != "" || !strings.Contains(rev.stderr, publicID) {
 		t.Errorf("keys revoke wrote stdout %q, stderr %q", rev.stdout, rev.stderr)
 	}
+	waitFor(t, "the revocation to reach the server", 5*time.Second, func() bool {
+		return c.do("GET", "/sessions", nil).StatusCode == http.StatusUnauthorized
+	})
 	checkProblem(t, c.do("GET", "/sessions", nil), http.StatusUnauthorized, "unauthorized")
 	checkProblem(t, c.do("GET", "/sessions/"+sid, nil), http.StatusUnauthorized, "unauthorized")
 	rows = table(aapd(t, "keys", "list", "--database-url", db, "--tenant", tenant).ok(t).stdout)
@@ -319,7 +331,7 @@ func TestCLIMigrateIsIdempotent(t *testing.T) {
 func clearServeEnv(t *testing.T) {
 	for _, v := range []string{"DATABASE_URL", "AAPD_ADDR", "AAPD_NO_MIGRATE", "AAPD_CREATE_DATABASE", "AAPD_META_REQUIRES_AUTH",
 		"AAPD_CORS_ORIGINS", "AAPD_WORKERS", "AAPD_TURN_LEASE", "AAPD_DRAIN_TIMEOUT", "AAPD_MAX_BODY_BYTES",
-		"AAPD_ENCRYPTION_KEY", "AAPD_DEV", "AAPD_LOG_LEVEL"} {
+		"AAPD_ENCRYPTION_KEY", "AAPD_DEV", "AAPD_LOG_LEVEL", "AAPD_DB_MAX_CONNS", "AAPD_SHUTDOWN_DELAY"} {
 		t.Setenv(v, "")
 	}
 }
@@ -334,8 +346,15 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Addr != ":8080" || cfg.Workers != 64 || cfg.Lease != 30*time.Second || cfg.MaxBodyBytes != httpapi.DefaultMaxBodyBytes ||
-		len(cfg.CORSOrigins) != 1 || cfg.CORSOrigins[0] != "*" || cfg.NoMigrate || cfg.Dev || cfg.EncryptionKey != nil {
+		len(cfg.CORSOrigins) != 1 || cfg.CORSOrigins[0] != "*" || cfg.NoMigrate || cfg.Dev || cfg.EncryptionKey != nil ||
+		cfg.DBMaxConns != 0 || cfg.ShutdownDelay != 5*time.Second {
 		t.Errorf("defaults = %+v", cfg)
+	}
+	// The pool is sized from the workers: a quarter of them, from 8 to 48.
+	for workers, want := range map[int]int{1: 8, 64: 16, 100: 25, 10000: 48} {
+		if got := DefaultDBMaxConns(workers); got != want {
+			t.Errorf("DefaultDBMaxConns(%d) = %d, want %d", workers, got, want)
+		}
 	}
 
 	key := bytes.Repeat([]byte{7}, 32)
@@ -347,13 +366,16 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 	t.Setenv("AAPD_CORS_ORIGINS", "https://a.example, https://b.example")
 	t.Setenv("AAPD_ENCRYPTION_KEY", base64.StdEncoding.EncodeToString(key))
 	t.Setenv("AAPD_MAX_BODY_BYTES", "   ") // blank: ignored
+	t.Setenv("AAPD_DB_MAX_CONNS", "30")
+	t.Setenv("AAPD_SHUTDOWN_DELAY", "0s")
 	cfg, err = parseServeFlags(nil, &stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.DatabaseURL != "postgres://env/db" || cfg.Addr != "127.0.0.1:9999" || cfg.Workers != 8 || cfg.Lease != 45*time.Second ||
 		!cfg.NoMigrate || strings.Join(cfg.CORSOrigins, "|") != "https://a.example|https://b.example" ||
-		!bytes.Equal(cfg.EncryptionKey, key) || cfg.MaxBodyBytes != httpapi.DefaultMaxBodyBytes {
+		!bytes.Equal(cfg.EncryptionKey, key) || cfg.MaxBodyBytes != httpapi.DefaultMaxBodyBytes ||
+		cfg.DBMaxConns != 30 || cfg.ShutdownDelay != 0 {
 		t.Errorf("from the environment: %+v", cfg)
 	}
 
@@ -390,6 +412,8 @@ func TestServeFlagErrors(t *testing.T) {
 		{"tiny body limit", nil, []string{"--database-url", "postgres://x/y", "--max-body-bytes", "10"}, "--max-body-bytes"},
 		{"bad encryption key", nil, []string{"--database-url", "postgres://x/y", "--encryption-key", "c2hvcnQ="}, "--encryption-key"},
 		{"bad log level", nil, []string{"--database-url", "postgres://x/y", "--log-level", "loud"}, "--log-level"},
+		{"one connection", nil, []string{"--database-url", "postgres://x/y", "--db-max-conns", "1"}, "--db-max-conns"},
+		{"negative shutdown delay", map[string]string{"AAPD_SHUTDOWN_DELAY": "-1s"}, []string{"--database-url", "postgres://x/y"}, "--shutdown-delay"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

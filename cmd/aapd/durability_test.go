@@ -208,7 +208,7 @@ func TestDeleteSessionWithRunningTurnLeavesNothing(t *testing.T) {
 		t.Errorf("stream after delete: %v", eventTypes(events))
 	}
 	waitFor(t, "the turn to stop", 5*time.Second, func() bool { return s.Runner.Running() == 0 })
-	for _, table := range []string{"sessions", "messages", "compacted_messages", "turns", "turn_events"} {
+	for _, table := range []string{"sessions", "messages", "compacted_messages", "turns", "turn_event_batches"} {
 		col := "session_id"
 		if table == "sessions" {
 			col = "id"

@@ -72,7 +72,7 @@ func TestGracefulShutdownDrainsThenInterrupts(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	dbURL, key := processTenant(t)
-	a := startProc(t, dbURL, "--drain-timeout", "1500ms")
+	a := startProc(t, dbURL, "--drain-timeout", "1500ms", "--shutdown-delay", "0")
 	c := &client{t: t, base: a.base, key: key}
 	short, long := c.echoSession(nil), c.echoSession(nil)
 	resShort := c.openStream(short, streamUser("delta", slowWords(5, 100)))

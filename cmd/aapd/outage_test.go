@@ -87,12 +87,12 @@ func (pg *privatePostgres) url(db string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", pg.port, db)
 }
 
-func TestDatabaseOutageIs503ThenServesAgainWithoutRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a PostgreSQL server")
-	}
-	pg := newPrivatePostgres(t)
-	dbURL := pg.url("aapd")
+// crashablePostgres is a private server with a database migrated for aapd
+// and a tenant in it.
+func crashablePostgres(t *testing.T) (pg *privatePostgres, dbURL, key string) {
+	t.Helper()
+	pg = newPrivatePostgres(t)
+	dbURL = pg.url("aapd")
 	ctx := context.Background()
 	if _, err := store.CreateDatabase(ctx, dbURL); err != nil {
 		t.Fatal(err)
@@ -104,9 +104,15 @@ func TestDatabaseOutageIs503ThenServesAgainWithoutRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := storetest.NewTenant(t, st).Key
-	st.Close()
+	defer st.Close()
+	return pg, dbURL, storetest.NewTenant(t, st).Key
+}
 
+func TestDatabaseOutageIs503ThenServesAgainWithoutRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL server")
+	}
+	pg, dbURL, key := crashablePostgres(t)
 	p := startProc(t, dbURL)
 	c := &client{t: t, base: p.base, key: key}
 	sid := c.echoSession(nil)

@@ -95,7 +95,13 @@ func TestAuthRejectsMissingMalformedUnknownAndRevokedKeys(t *testing.T) {
 		if _, err := s.Store.APIKeyRevoke(t.Context(), k.TenantID, publicID); err != nil {
 			t.Fatal(err)
 		}
-		r := c.do("GET", "/sessions", nil).expect(t, http.StatusUnauthorized)
+		// Servers remember keys; the revocation reaches them by a
+		// notification, a moment after it commits.
+		var r response
+		waitFor(t, "the revocation to reach the server", 5*time.Second, func() bool {
+			r = c.do("GET", "/sessions", nil)
+			return r.StatusCode == http.StatusUnauthorized
+		})
 		if !strings.Contains(string(r.body), "revoked") {
 			t.Errorf("body = %s", r.body)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -44,6 +45,11 @@ func (f *fakeProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"no more script"}}`, http.StatusInternalServerError)
 		return
 	}
+	if strings.HasPrefix(f.script[n], "{") { // a whole answer, to a request that does not stream
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, f.script[n])
+		return
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	for _, chunk := range strings.SplitAfter(f.script[n], "\n\n") {
 		_, _ = io.WriteString(w, chunk)
@@ -58,6 +64,13 @@ func (f *fakeProvider) request(i int) (map[string]any, http.Header) {
 		f.t.Fatalf("provider got %d requests, want more than %d", len(f.bodies), i)
 	}
 	return f.bodies[i], f.heads[i]
+}
+
+// openaiCompletion builds a whole chat.completion: the answer to a request
+// that does not stream (aapd streams only when a client streams deltas).
+func openaiCompletion(message, finish, usage string) string {
+	return fmt.Sprintf(`{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":%s,"finish_reason":%q}],"usage":%s}`,
+		message, finish, cmp.Or(usage, "null"))
 }
 
 // openaiChunks builds a chat.completion.chunk stream.
@@ -119,8 +132,8 @@ func providerServer(t *testing.T, provider, baseURL string) *testServer {
 
 func TestOpenAIModelThroughWholeTurns(t *testing.T) {
 	fake := &fakeProvider{t: t, script: []string{
-		// stream none: a plain answer in three chunks, with reasoning.
-		openaiChunks([]string{`{"role":"assistant","reasoning_content":"thinking it over"}`, `{"content":"Hello"}`, `{"content":", "}`, `{"content":"world"}`},
+		// stream none: a plain answer, asked for whole, with reasoning.
+		openaiCompletion(`{"role":"assistant","reasoning_content":"thinking it over","content":"Hello, world"}`,
 			"stop", `{"prompt_tokens":31,"completion_tokens":4,"total_tokens":35}`),
 		// stream delta: a trusted calculator call split across chunks…
 		openaiChunks([]string{
@@ -130,8 +143,8 @@ func TestOpenAIModelThroughWholeTurns(t *testing.T) {
 		}, "tool_calls", `{"prompt_tokens":50,"completion_tokens":8,"total_tokens":58}`),
 		// …then the answer.
 		openaiChunks([]string{`{"content":"It is "}`, `{"content":"42."}`}, "stop", `{"prompt_tokens":70,"completion_tokens":3,"total_tokens":73}`),
-		// stream message: cut off by the token limit.
-		openaiChunks([]string{`{"content":"A long"}`}, "length", ""),
+		// stream message (asked for whole): cut off by the token limit.
+		openaiCompletion(`{"role":"assistant","content":"A long"}`, "length", ""),
 	}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
@@ -151,7 +164,7 @@ func TestOpenAIModelThroughWholeTurns(t *testing.T) {
 		t.Errorf("message = %+v", resp.Messages[0])
 	}
 	body, head := fake.request(0)
-	if body["model"] != "model-b" || head.Get("Authorization") != "Bearer session-key" || body["stream"] != true {
+	if body["model"] != "model-b" || head.Get("Authorization") != "Bearer session-key" || body["stream"] == true {
 		t.Errorf("request: model %v, auth %q, stream %v", body["model"], head.Get("Authorization"), body["stream"])
 	}
 	if msgs := body["messages"].([]any); msgs[0].(map[string]any)["content"] != "Be brief." || msgs[1].(map[string]any)["content"] != "hi" {
@@ -181,6 +194,9 @@ func TestOpenAIModelThroughWholeTurns(t *testing.T) {
 		t.Errorf("tool_result = %+v", res)
 	}
 	body, _ = fake.request(2)
+	if body["stream"] != true {
+		t.Errorf("a delta turn did not stream from the provider: %v", body["stream"])
+	}
 	msgs := body["messages"].([]any)
 	if last := msgs[len(msgs)-1].(map[string]any); last["role"] != "tool" || last["tool_call_id"] != "call_a" || last["content"] != "42" {
 		t.Errorf("tool result sent back as %v", last)

@@ -28,13 +28,19 @@ type Config struct {
 	MetaRequiresAuth bool
 	CORSOrigins      []string
 	Workers          int
-	Lease            time.Duration
-	DrainTimeout     time.Duration
-	MaxBodyBytes     int64
-	KeepAlive        time.Duration
-	EncryptionKey    []byte
-	Dev              bool
-	LogLevel         slog.Level
+	// DBMaxConns bounds the connection pool; zero sizes it from Workers
+	// (DefaultDBMaxConns).
+	DBMaxConns int
+	// ShutdownDelay is how long the server keeps serving after a shutdown
+	// begins, with /readyz failing, so load balancers stop sending to it.
+	ShutdownDelay time.Duration
+	Lease         time.Duration
+	DrainTimeout  time.Duration
+	MaxBodyBytes  int64
+	KeepAlive     time.Duration
+	EncryptionKey []byte
+	Dev           bool
+	LogLevel      slog.Level
 	// AgentsFile is the agents configuration file; empty for the echo
 	// agent alone.
 	AgentsFile string
@@ -56,6 +62,10 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 	f.fromEnv("cors-origins", "AAPD_CORS_ORIGINS")
 	f.IntVar(&cfg.Workers, "workers", 64, "turns that may run at once in this process")
 	f.fromEnv("workers", "AAPD_WORKERS")
+	f.IntVar(&cfg.DBMaxConns, "db-max-conns", 0, "largest number of database connections this process opens (0: sized from --workers)")
+	f.fromEnv("db-max-conns", "AAPD_DB_MAX_CONNS")
+	f.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", 5*time.Second, "on shutdown, how long to keep serving with /readyz failing before closing the listener")
+	f.fromEnv("shutdown-delay", "AAPD_SHUTDOWN_DELAY")
 	f.DurationVar(&cfg.Lease, "turn-lease", 30*time.Second, "how long a turn's claim on its session holds without a heartbeat")
 	f.fromEnv("turn-lease", "AAPD_TURN_LEASE")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "on shutdown, how long running turns may take to finish before they are interrupted")
@@ -100,6 +110,9 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 	if cfg.Workers < 1 || cfg.Lease < time.Second || cfg.DrainTimeout < 0 || cfg.MaxBodyBytes < 1024 || cfg.KeepAlive < 100*time.Millisecond {
 		return Config{}, &usageError{"--workers must be at least 1, --turn-lease at least 1s, --drain-timeout not negative, --max-body-bytes at least 1024, --sse-keepalive at least 100ms"}
 	}
+	if (cfg.DBMaxConns != 0 && cfg.DBMaxConns < 2) || cfg.ShutdownDelay < 0 {
+		return Config{}, &usageError{"--db-max-conns must be at least 2 (or 0, to size it from --workers), --shutdown-delay not negative"}
+	}
 	return cfg, nil
 }
 
@@ -117,6 +130,16 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	<-ctx.Done()
 	return m.Shutdown()
 }
+
+// DefaultDBMaxConns sizes the connection pool for a number of workers. A
+// turn holds a connection only while it writes (its claim, a batch of
+// events, its end: a few milliseconds each), never while its model thinks,
+// so a pool of a quarter of the workers keeps every worker fed; it is kept
+// between 8 (two cores' worth of Postgres, with room for streams and
+// reads) and 48, because Postgres allows 100 connections by default and
+// several replicas share them (each process also holds one more of its own
+// for its instance lock).
+func DefaultDBMaxConns(workers int) int { return min(max(workers/4, 8), 48) }
 
 // Main is a running aapd server: everything `aapd serve` starts, wired
 // together. Tests start it on 127.0.0.1:0.
@@ -151,7 +174,11 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, stderr io.Write
 		}
 		logger.Info("database migrated", "applied", len(res.Applied), "version", res.Version)
 	}
-	st, err := store.Open(ctx, store.Config{DatabaseURL: cfg.DatabaseURL, EncryptionKey: cfg.EncryptionKey})
+	conns := cfg.DBMaxConns
+	if conns == 0 {
+		conns = DefaultDBMaxConns(cfg.Workers)
+	}
+	st, err := store.Open(ctx, store.Config{DatabaseURL: cfg.DatabaseURL, EncryptionKey: cfg.EncryptionKey, MaxConns: int32(conns)})
 	if err != nil {
 		return nil, err
 	}
@@ -183,19 +210,22 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 		Store: m.Store, Agents: registry, Owner: func() int32 { return m.Instance.ID() },
 		Workers: m.cfg.Workers, Lease: m.cfg.Lease, Logger: m.log,
 	})
-	// The instance marks this process alive for the claims of its turns,
-	// and brings other processes' cancel requests and event notifications.
-	if m.Instance, err = m.Store.StartInstance(ctx, store.InstanceParams{
-		Channels: []string{store.CancelChannel, store.EventsChannel},
-		OnNotify: m.Runner.Notify,
-	}); err != nil {
-		return err
-	}
 	m.API = httpapi.New(httpapi.Config{
 		Store: m.Store, Agents: registry, Runner: m.Runner,
 		MetaRequiresAuth: m.cfg.MetaRequiresAuth, CORSOrigins: m.cfg.CORSOrigins,
 		MaxBodyBytes: m.cfg.MaxBodyBytes, KeepAlive: m.cfg.KeepAlive, Logger: m.log,
 	})
+	// The instance marks this process alive for the claims of its turns,
+	// and brings other processes' cancel requests and key revocations.
+	if m.Instance, err = m.Store.StartInstance(ctx, store.InstanceParams{
+		Channels: []string{store.CancelChannel, store.KeyRevokedChannel},
+		OnNotify: func(n store.Notification) {
+			m.Runner.Notify(n)
+			m.API.Notify(n)
+		},
+	}); err != nil {
+		return err
+	}
 	if m.cfg.Dev {
 		if err := m.devKey(ctx, stderr); err != nil {
 			return err
@@ -246,7 +276,20 @@ func (m *Main) devKey(ctx context.Context, stderr io.Writer) error {
 // drain timeout, interrupts the rest (their streams end with turn_stop
 // "error"), then closes everything.
 func (m *Main) Shutdown() error {
-	m.log.Info("shutting down", "drain_timeout", m.cfg.DrainTimeout.String(), "running_turns", m.Runner.Running())
+	m.log.Info("shutting down", "shutdown_delay", m.cfg.ShutdownDelay.String(), "drain_timeout", m.cfg.DrainTimeout.String(),
+		"running_turns", m.Runner.Running())
+	// Readiness fails at once; the listener keeps serving for a moment, so
+	// that load balancers see it and send new requests elsewhere. Without
+	// keep-alives, clients reconnect (elsewhere) for their next request.
+	m.API.BeginDrain()
+	if m.cfg.ShutdownDelay > 0 {
+		m.http.SetKeepAlivesEnabled(false)
+		time.Sleep(m.cfg.ShutdownDelay)
+	}
+	// Streams that only follow a turn end where they are (their clients
+	// resume on another replica); streams of turns running here go on
+	// until their turns end, within the drain timeout.
+	m.API.StopStreams()
 	drainCtx, cancel := context.WithTimeout(context.Background(), m.cfg.DrainTimeout)
 	defer cancel()
 	httpDone := make(chan error, 1)
@@ -273,6 +316,9 @@ func (m *Main) Shutdown() error {
 }
 
 func (m *Main) close() {
+	if m.API != nil {
+		m.API.Close()
+	}
 	if m.Instance != nil {
 		m.Instance.Close()
 	}

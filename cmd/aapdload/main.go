@@ -5,6 +5,11 @@
 //
 //	aapdload -url http://localhost:8080 -key $AAPD_KEY -sessions 200 -turns 5 -concurrency 32 -stream delta
 //
+// With -burst, it creates the sessions first, then sends one turn on every
+// session at the same moment and reports how long it took until every turn
+// had started (its first byte arrived): how fast the server takes on a
+// sudden crowd of long turns.
+//
 // Results of reference runs are in docs/benchmarks.md.
 package main
 
@@ -36,6 +41,7 @@ func main() {
 		concurrency = flag.Int("concurrency", 16, "sessions talking at once")
 		stream      = flag.String("stream", "delta", "stream mode: none, delta or message")
 		message     = flag.String("message", "/words 50", "user message of every turn")
+		burst       = flag.Bool("burst", false, "create every session first, then start one turn on each at once")
 	)
 	flag.Parse()
 	if *key == "" {
@@ -46,6 +52,18 @@ func main() {
 	defer stop()
 	l := &load{url: strings.TrimSuffix(*url, "/"), key: *key, agent: *agent, stream: *stream, message: *message,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency * 2}}}
+	if *burst {
+		res, elapsed := l.burst(ctx, *sessions, *concurrency)
+		res.print(os.Stdout, elapsed, *sessions, 1, *sessions, *stream)
+		if len(res.firstEvent) > 0 {
+			fmt.Fprintf(os.Stdout, "burst: %d of %d turns started, the last %s after the burst began\n",
+				len(res.firstEvent), *sessions, slices.Max(res.firstEvent).Round(time.Millisecond))
+		}
+		if len(res.errors) > 0 {
+			os.Exit(1)
+		}
+		return
+	}
 	start := time.Now()
 	res := l.run(ctx, *sessions, *turns, *concurrency)
 	res.print(os.Stdout, time.Since(start), *sessions, *turns, *concurrency, *stream)
@@ -108,6 +126,48 @@ func (l *load) run(ctx context.Context, sessions, turns, concurrency int) *resul
 	close(work)
 	wg.Wait()
 	return res
+}
+
+// burst creates the sessions (concurrency at a time), then sends a turn on
+// each at once; first-byte times count from that moment.
+func (l *load) burst(ctx context.Context, sessions, concurrency int) (*result, time.Duration) {
+	res := &result{}
+	ids := make([]string, sessions)
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				var err error
+				if ids[i], err = l.createSession(ctx); err != nil {
+					res.add(0, 0, err)
+				}
+			}
+		}()
+	}
+	for i := range sessions {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	start := time.Now()
+	for _, sid := range ids {
+		if sid == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Times count from the burst's start, not the request's.
+			sent := time.Since(start)
+			first, total, err := l.turn(ctx, sid)
+			res.add(sent+first, sent+total, err)
+		}()
+	}
+	wg.Wait()
+	return res, time.Since(start)
 }
 
 func (l *load) do(ctx context.Context, path string, body any) (*http.Response, error) {

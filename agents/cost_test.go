@@ -1,0 +1,95 @@
+package agents_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/agents"
+	"github.com/aapd/aapd/agents/echo"
+	"github.com/aapd/aapd/store"
+	"github.com/aapd/aapd/store/storetest"
+)
+
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
+
+// A single-step turn on a session with history commits twice (the claim
+// with the incoming messages; then the step, the record, the events and
+// the release together) in a handful of round trips, and reads nothing
+// back: not the history it already holds, not what it wrote. The HTTP
+// layer adds one round trip, the API key's lookup.
+func TestSingleStepTurnCommitsTwiceInFewRoundTrips(t *testing.T) {
+	counter := &storetest.Counter{}
+	st, err := store.Open(context.Background(), store.Config{DatabaseURL: storetest.URL(t), Tracer: counter, MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	tn := storetest.NewTenant(t, st)
+	var seed []aap.Message
+	for i := range 20 {
+		seed = append(seed, aap.UserMessage(strings.Repeat("history ", 50)), aap.Message{Role: aap.RoleAssistant, Content: aap.TextContent("reply " + string(rune('a'+i)))})
+	}
+	sess, _, err := st.SessionCreate(ctx, store.SessionCreateParams{TenantID: tn.ID, AgentName: "echo", Messages: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	registry, err := agents.NewRegistry(echo.NewAgent())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := agents.NewRunner(agents.RunnerConfig{Store: st, Agents: registry, Owner: func() int32 { return 1 }, Lease: 30 * time.Second})
+	defer runner.Shutdown(ctx)
+
+	turn := func(text string) aap.TurnResponse {
+		t.Helper()
+		h, err := runner.Start(ctx, agents.StartParams{TenantID: tn.ID, SessionID: sess.ID,
+			Request: aap.TurnRequest{Messages: []aap.Message{aap.UserMessage(text)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := h.Response(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	// Warm up: the connection prepares its statements, the process caches
+	// the session's history.
+	turn("one")
+	turn("two")
+	counter.Reset()
+	if resp := turn("three"); len(resp.Messages) != 1 || resp.Messages[0].Content.PlainText() != "Echo: three" {
+		t.Fatalf("answer %+v", resp)
+	}
+	// The worker may still be closing the turn: wait for it.
+	waitIdle(t, runner)
+	roundTrips, commits, statements := counter.Counts()
+	t.Logf("%d round trips, %d commits:\n%s", roundTrips, commits, strings.Join(statements, "\n"))
+	if commits != 2 {
+		t.Errorf("%d commits, want 2", commits)
+	}
+	if roundTrips > 11 {
+		t.Errorf("%d round trips, want at most 11 (12 with the key's lookup)", roundTrips)
+	}
+	for _, s := range statements {
+		if strings.Contains(s, "FROM messages") || (strings.Contains(s, "FROM compacted_messages") && !strings.Contains(s, "seq > (SELECT CASE")) {
+			t.Errorf("the turn read back a history: %s", s)
+		}
+	}
+}
+
+func waitIdle(t *testing.T, r *agents.Runner) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Running() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the turn did not end")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

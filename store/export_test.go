@@ -1,0 +1,7 @@
+package store
+
+// What the listing tests EXPLAIN: the listings' exact statements.
+const (
+	SessionListSQL = sessionListSQL
+	TurnListSQL    = turnListSQL
+)
