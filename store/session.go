@@ -35,8 +35,11 @@ type Session struct {
 	// ActiveTurnID is the turn holding the session's claim, if any (the
 	// claim may have expired).
 	ActiveTurnID string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// Owner is the end user (a token's subject) the session belongs to;
+	// empty for a session created with an API key.
+	Owner     string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Info returns the session in its AAP shape, with secrets in the clear:
@@ -76,7 +79,10 @@ func (s Session) AllOptions() map[string]string { return s.Info().Agent.Options 
 
 // SessionCreateParams describes a new session.
 type SessionCreateParams struct {
-	TenantID      string
+	TenantID string
+	// Owner is the end user creating the session with a token; empty for
+	// an API key.
+	Owner         string
 	AgentName     string
 	AgentTools    []aap.ServerToolRef
 	Options       map[string]string
@@ -128,7 +134,7 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 	}
 	replayed := false
 	sess := Session{
-		TenantID: p.TenantID, ID: NewSessionID(), AgentName: p.AgentName, AgentTools: p.AgentTools,
+		TenantID: p.TenantID, ID: NewSessionID(), Owner: p.Owner, AgentName: p.AgentName, AgentTools: p.AgentTools,
 		Options: p.Options, SecretOptions: p.SecretOptions, ClientTools: p.ClientTools, Pending: p.Pending,
 	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
@@ -170,11 +176,11 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 			return err
 		}
 		err = tx.QueryRow(ctx, `
-			INSERT INTO sessions (tenant_id, id, agent_name, agent_tools, options, secret_options, client_tools, pending_tool_calls, last_seq)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			INSERT INTO sessions (tenant_id, id, agent_name, agent_tools, options, secret_options, client_tools, pending_tool_calls, last_seq, owner)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, nullif($10, ''))
 			RETURNING created_at, updated_at`,
 			p.TenantID, sess.ID, p.AgentName, jsonOrNull(p.AgentTools), jsonObject(p.Options), sealed,
-			jsonOrNull(p.ClientTools), jsonList(p.Pending), len(msgs),
+			jsonOrNull(p.ClientTools), jsonList(p.Pending), len(msgs), p.Owner,
 		).Scan(&sess.CreatedAt, &sess.UpdatedAt)
 		if err != nil || len(msgs) == 0 {
 			return interpretError(err)
@@ -192,7 +198,7 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 }
 
 const sessionColumns = `tenant_id::text, id, agent_name, agent_tools, options, secret_options, client_tools,
-	pending_tool_calls, coalesce(active_turn_id, ''), created_at, updated_at`
+	pending_tool_calls, coalesce(active_turn_id, ''), coalesce(owner, ''), created_at, updated_at`
 
 func (s *Store) scanSession(row interface{ Scan(...any) error }) (Session, error) {
 	return s.scanSessionWith(row)
@@ -206,7 +212,7 @@ func (s *Store) scanSessionWith(row interface{ Scan(...any) error }, extra ...an
 		sealed                                []byte
 	)
 	dst := []any{&sess.TenantID, &sess.ID, &sess.AgentName, &agentTools, &options, &sealed, &clientTools,
-		&pnd, &sess.ActiveTurnID, &sess.CreatedAt, &sess.UpdatedAt}
+		&pnd, &sess.ActiveTurnID, &sess.Owner, &sess.CreatedAt, &sess.UpdatedAt}
 	err := row.Scan(append(dst, extra...)...)
 	if err != nil {
 		return Session{}, interpretError(err)
@@ -299,13 +305,32 @@ func (s *Store) SessionList(ctx context.Context, p SessionListParams) (SessionPa
 	return page, nil
 }
 
+// sessionDeleteSQL deletes a session ($1 tenant, $2 id) and adds the usage
+// of its turns to usage_daily in the same statement, so that deleting a
+// session never shrinks the tenant's usage report (usage.go). The INSERT
+// reads the turns as they were before the DELETE cascades to them.
+const sessionDeleteSQL = `
+	WITH gone AS (
+		DELETE FROM sessions WHERE tenant_id = $1 AND id = $2
+		RETURNING active_turn_id, agent_name
+	), rolled AS (
+		INSERT INTO usage_daily AS u (tenant_id, day, agent_name, turns, input_tokens, output_tokens)
+		SELECT $1, (t.created_at AT TIME ZONE 'UTC')::date, gone.agent_name, count(*), sum(t.input_tokens), sum(t.output_tokens)
+		FROM gone, turns t
+		WHERE t.tenant_id = $1 AND t.session_id = $2
+		GROUP BY 1, 2, 3
+		ON CONFLICT (tenant_id, day, agent_name) DO UPDATE SET
+			turns = u.turns + excluded.turns,
+			input_tokens = u.input_tokens + excluded.input_tokens,
+			output_tokens = u.output_tokens + excluded.output_tokens
+	)
+	SELECT coalesce(active_turn_id, '') FROM gone`
+
 // SessionDelete deletes a session with its histories and turns. It returns
 // the id of the turn that held the session's claim, if any, so the caller
 // can stop it.
 func (s *Store) SessionDelete(ctx context.Context, tenantID, id string) (activeTurnID string, err error) {
-	err = s.pool.QueryRow(ctx,
-		`DELETE FROM sessions WHERE tenant_id = $1 AND id = $2 RETURNING coalesce(active_turn_id, '')`,
-		tenantID, id).Scan(&activeTurnID)
+	err = s.pool.QueryRow(ctx, sessionDeleteSQL, tenantID, id).Scan(&activeTurnID)
 	if err != nil {
 		return "", fmt.Errorf("delete session %s: %w", id, interpretError(err))
 	}
