@@ -1,10 +1,13 @@
 # aapd — the two commands that matter: `make run` and `make test`.
 
-# The local development database (created on first run) and the server the
-# tests create their own throwaway databases on.
+# The local development database (created on first run).
 DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/aapd?sslmode=disable
-TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 ADDR ?= :8080
+# The server the tests create their throwaway databases on: TEST_DATABASE_URL
+# when set; else a PostgreSQL container (testcontainers) when Docker answers;
+# else the local server below when it accepts connections; else make test
+# stops and says what to do.
+LOCAL_TEST_DATABASE_URL = postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
 .PHONY: run test build lint bench
 
@@ -15,11 +18,21 @@ run:
 ## test: vet and run every test with the race detector against real Postgres
 test:
 	go vet ./...
-	TEST_DATABASE_URL='$(TEST_DATABASE_URL)' go test -race -count=1 ./...
+	@if [ -n "$$TEST_DATABASE_URL" ]; then \
+	  echo "make test: tests run on TEST_DATABASE_URL"; \
+	elif docker info >/dev/null 2>&1; then \
+	  echo "make test: no TEST_DATABASE_URL; Docker answers: the tests start PostgreSQL with testcontainers"; \
+	elif pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then \
+	  echo "make test: no TEST_DATABASE_URL and no Docker; using the local PostgreSQL: $(LOCAL_TEST_DATABASE_URL)"; \
+	  export TEST_DATABASE_URL='$(LOCAL_TEST_DATABASE_URL)'; \
+	else \
+	  echo "make test: no database: set TEST_DATABASE_URL=postgres://USER@HOST:5432/postgres (a user that may CREATE DATABASE), or start Docker"; exit 2; \
+	fi; \
+	go test -race -count=1 ./...
 
 ## build: build bin/aapd
 build:
-	go build -o bin/aapd ./cmd/aapd
+	go build -buildvcs=true -o bin/aapd ./cmd/aapd
 
 ## lint: gofmt and go vet
 lint:
@@ -28,4 +41,4 @@ lint:
 
 ## bench: run the benchmarks (see docs/benchmarks.md)
 bench:
-	TEST_DATABASE_URL='$(TEST_DATABASE_URL)' go test -run '^$$' -bench . -benchmem ./...
+	TEST_DATABASE_URL="$${TEST_DATABASE_URL:-$(LOCAL_TEST_DATABASE_URL)}" go test -run '^$$' -bench . -benchmem ./...

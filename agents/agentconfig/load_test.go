@@ -175,3 +175,19 @@ func TestBadConfigFailsWithOneLineNamingFileFieldAndProblem(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// The configuration docker-compose.yml mounts loads as it is.
+func TestComposeConfigLoads(t *testing.T) {
+	loaded, err := agentconfig.Load(context.Background(), "../../deploy/agents.yaml", testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loaded.Close()
+	reg, err := agents.NewRegistry(loaded.Agents...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(reg.Names(), ","); got != "echo" {
+		t.Fatalf("agents = %s", got)
+	}
+}

@@ -8,6 +8,7 @@
 //	aapd keys list --tenant NAME                list a tenant's keys
 //	aapd keys revoke ID                         revoke a key
 //	aapd healthcheck [--url URL]                probe a server (container health checks)
+//	aapd version                                print version, revision and Go version
 //
 // Errors print one line on stderr and exit non-zero.
 package main
@@ -34,6 +35,7 @@ Usage:
   aapd keys list --tenant NAME                    list a tenant's API keys
   aapd keys revoke ID                             revoke an API key by its id
   aapd healthcheck [--url URL]                    exit 0 if the server at URL answers 200 (for containers)
+  aapd version                                    print the version, VCS revision and Go version (also --version)
 
 Run "aapd COMMAND -h" for a command's flags. Every flag can also be set from
 the environment variable shown in its help (DATABASE_URL, AAPD_ADDR, ...).
@@ -82,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return keysCmd(ctx, rest, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(ctx, rest, stderr)
+	case "version", "--version":
+		return versionCmd(rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

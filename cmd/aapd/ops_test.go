@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -30,6 +32,26 @@ func TestOperationalEndpoints(t *testing.T) {
 	}
 }
 
+func TestHealthcheckFollowsTheConfiguredPort(t *testing.T) {
+	for addr, want := range map[string]string{
+		"":               "http://127.0.0.1:8080/readyz",
+		":9000":          "http://127.0.0.1:9000/readyz",
+		"0.0.0.0:7000":   "http://127.0.0.1:7000/readyz",
+		"[::]:7001":      "http://127.0.0.1:7001/readyz",
+		"not an address": "http://127.0.0.1:8080/readyz",
+	} {
+		if got := healthURL(addr); got != want {
+			t.Errorf("healthURL(%q) = %q, want %q", addr, got, want)
+		}
+	}
+	s := startServer(t)
+	_, port, _ := net.SplitHostPort(s.Addr())
+	t.Setenv("AAPD_ADDR", ":"+port)
+	if err := run(context.Background(), []string{"healthcheck"}, io.Discard, io.Discard); err != nil {
+		t.Errorf("healthcheck on $AAPD_ADDR's port: %v", err)
+	}
+}
+
 func TestHealthcheckCommand(t *testing.T) {
 	s := startServer(t)
 	if err := run(context.Background(), []string{"healthcheck", "--url", s.base + "/readyz"}, io.Discard, io.Discard); err != nil {
@@ -38,5 +60,20 @@ func TestHealthcheckCommand(t *testing.T) {
 	err := run(context.Background(), []string{"healthcheck", "--url", s.base + "/nope"}, io.Discard, io.Discard)
 	if err == nil || exitCode(err) != 1 {
 		t.Errorf("404 URL: err %v", err)
+	}
+}
+
+func TestVersionCommand(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		var out strings.Builder
+		if err := run(context.Background(), args, &out, io.Discard); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if got := out.String(); !strings.HasPrefix(got, "aapd ") || !strings.Contains(got, runtime.Version()) || !strings.Contains(got, "revision ") {
+			t.Errorf("%v printed %q", args, got)
+		}
+	}
+	if err := run(context.Background(), []string{"version", "extra"}, io.Discard, io.Discard); exitCode(err) != 2 {
+		t.Errorf("version with an argument: %v", err)
 	}
 }
