@@ -265,10 +265,15 @@ func TestCLIErrors(t *testing.T) {
 		if !strings.Contains(r.stdout, "aapd keys create --tenant NAME") {
 			t.Errorf("help = %q", r.stdout)
 		}
-		// -h on a command is not an error of the command line's meaning,
-		// but it exits like a usage error, as flag packages do.
-		if r := aapd(t, "keys", "create", "-h"); r.err == nil || exitCode(r.err) != 2 || !strings.Contains(r.stderr, "-tenant") {
+		// -h asks for the usage: it is printed, and the exit code is 0.
+		if r := aapd(t, "keys", "create", "-h"); exitCode(r.err) != 0 || !strings.Contains(r.stderr, "-tenant") {
 			t.Errorf("keys create -h: err %v, stderr %q", r.err, r.stderr)
+		}
+		// A flag error is one line with a hint, not the whole usage.
+		r = aapd(t, "migrate", "--no-such-flag")
+		r.failed(t, 2, "flag")
+		if !strings.Contains(r.err.Error(), "aapd migrate -h") || strings.Contains(r.stderr, "Usage") {
+			t.Errorf("flag error: %q, stderr %q", r.err, r.stderr)
 		}
 	})
 }

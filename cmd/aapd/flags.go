@@ -12,8 +12,9 @@ import (
 // variables: a flag given on the command line wins over its variable.
 type flagSet struct {
 	*flag.FlagSet
-	env  map[string]string // flag name -> environment variable
-	args []string          // positional arguments
+	env    map[string]string // flag name -> environment variable
+	args   []string          // positional arguments
+	stderr io.Writer         // where -h prints the usage
 }
 
 // NArg is the number of positional arguments.
@@ -37,8 +38,20 @@ func (f *flagSet) noArgs() error {
 
 func newFlagSet(name string, stderr io.Writer) *flagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return &flagSet{FlagSet: fs, env: map[string]string{}}
+	// The flag package prints the error and the whole usage on any
+	// mistake; aapd prints the usage on -h only, and a mistake as one line
+	// with a hint (parse).
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return &flagSet{FlagSet: fs, env: map[string]string{}, stderr: stderr}
+}
+
+// printUsage prints the flags of the command, for -h.
+func (f *flagSet) printUsage() {
+	fmt.Fprintf(f.stderr, "Usage of aapd %s:\n", f.Name())
+	f.SetOutput(f.stderr)
+	f.PrintDefaults()
+	f.SetOutput(io.Discard)
 }
 
 // fromEnv binds flag name to environment variable env, and says so in the
@@ -57,9 +70,10 @@ func (f *flagSet) parse(args []string) error {
 	for {
 		if err := f.Parse(args); err != nil {
 			if err == flag.ErrHelp {
+				f.printUsage()
 				return err
 			}
-			return &usageError{err.Error()}
+			return &usageError{fmt.Sprintf("%s: %v (see aapd %s -h)", f.Name(), err, f.Name())}
 		}
 		args = f.Args()
 		if len(args) == 0 {

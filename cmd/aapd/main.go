@@ -60,7 +60,10 @@ func (e *usageError) Error() string { return e.msg }
 
 func exitCode(err error) int {
 	var u *usageError
-	if errors.As(err, &u) || errors.Is(err, flag.ErrHelp) {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0 // asked for the usage, and got it
+	case errors.As(err, &u):
 		return 2
 	}
 	return 1
