@@ -3,7 +3,10 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"path/filepath"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -19,20 +22,33 @@ type MigrateResult struct {
 	Version int64   // schema version afterwards
 }
 
+// MigrationStep is one migration applied, as it is reported.
+type MigrationStep struct {
+	Version  int64
+	Name     string // the migration's file
+	Duration time.Duration
+}
+
 // Migrate applies every pending migration embedded in the binary. Replicas
 // starting together are safe: goose holds a Postgres advisory lock while it
 // migrates.
 func Migrate(ctx context.Context, databaseURL string) (MigrateResult, error) {
+	return MigrateReporting(ctx, databaseURL, nil)
+}
+
+// MigrateReporting is Migrate, calling progress (if not nil) as each
+// migration is applied: a long migration shows where it is.
+func MigrateReporting(ctx context.Context, databaseURL string, progress func(MigrationStep)) (MigrateResult, error) {
 	cfg, err := parseConnConfig(databaseURL)
 	if err != nil {
 		return MigrateResult{}, err
 	}
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
-	return migrate(ctx, db)
+	return migrate(ctx, db, progress)
 }
 
-func migrate(ctx context.Context, db *sql.DB) (MigrateResult, error) {
+func migrate(ctx context.Context, db *sql.DB, progress func(MigrationStep)) (MigrateResult, error) {
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {
 		return MigrateResult{}, err
@@ -41,13 +57,19 @@ func migrate(ctx context.Context, db *sql.DB) (MigrateResult, error) {
 	if err != nil {
 		return MigrateResult{}, fmt.Errorf("load migrations: %w", err)
 	}
-	results, err := p.Up(ctx)
-	if err != nil {
-		return MigrateResult{}, fmt.Errorf("migrate: %w", interpretError(err))
-	}
 	var res MigrateResult
-	for _, r := range results {
+	for {
+		r, err := p.UpByOne(ctx)
+		if errors.Is(err, goose.ErrNoNextVersion) {
+			break
+		}
+		if err != nil {
+			return res, fmt.Errorf("migrate: %w", interpretError(err))
+		}
 		res.Applied = append(res.Applied, r.Source.Version)
+		if progress != nil {
+			progress(MigrationStep{Version: r.Source.Version, Name: filepath.Base(r.Source.Path), Duration: r.Duration})
+		}
 	}
 	if res.Version, err = p.GetDBVersion(ctx); err != nil {
 		return res, fmt.Errorf("read schema version: %w", interpretError(err))

@@ -24,7 +24,9 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := requireDatabaseURL(*dbURL); err != nil {
 		return err
 	}
-	res, err := store.Migrate(ctx, *dbURL)
+	res, err := store.MigrateReporting(ctx, *dbURL, func(m store.MigrationStep) {
+		fmt.Fprintf(stderr, "applied %s (%s)\n", m.Name, m.Duration.Round(time.Millisecond)) // progress; the result goes to stdout
+	})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -313,9 +314,14 @@ func TestCLIMigrateIsIdempotent(t *testing.T) {
 	}
 
 	pattern := regexp.MustCompile(`^applied (\d+) migrations; schema version (\d+)\n$`)
-	first := pattern.FindStringSubmatch(aapd(t, "migrate", "--database-url", db).ok(t).stdout)
+	migrated := aapd(t, "migrate", "--database-url", db).ok(t)
+	first := pattern.FindStringSubmatch(migrated.stdout)
 	if first == nil || first[1] == "0" || first[2] == "0" {
 		t.Fatalf("first migrate: %v", first)
+	}
+	// Each migration is reported as it is applied, on stderr.
+	if n, _ := strconv.Atoi(first[1]); !strings.Contains(migrated.stderr, "applied 00001_init.sql (") || strings.Count(migrated.stderr, "applied 000") != n {
+		t.Errorf("migrate's progress: %q", migrated.stderr)
 	}
 	for range 2 {
 		again := aapd(t, "migrate", "--database-url", db).ok(t).stdout

@@ -168,7 +168,9 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, stderr io.Write
 		}
 	}
 	if !cfg.NoMigrate {
-		res, err := store.Migrate(ctx, cfg.DatabaseURL)
+		res, err := store.MigrateReporting(ctx, cfg.DatabaseURL, func(m store.MigrationStep) {
+			logger.Info("migration applied", "migration", m.Name, "duration_ms", m.Duration.Milliseconds())
+		})
 		if err != nil {
 			return nil, err
 		}
