@@ -125,9 +125,7 @@ type CompactResult struct {
 // it a 409, retried per the client's policy.
 func (c *Client) Compact(ctx context.Context, sessionID string) (CompactResult, error) {
 	var out CompactResult
-	// Compacting is idempotent: a second compaction of a compacted history
-	// finds nothing to do.
-	_, err := c.callJSON(ctx, request{method: http.MethodPost, path: sessionPath(sessionID, "compact"), resend: true}, &out)
+	_, err := c.callJSON(ctx, request{method: http.MethodPost, path: sessionPath(sessionID, "compact")}, &out)
 	return out, err
 }
 
