@@ -2,6 +2,7 @@ package aapclient_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -31,7 +32,7 @@ type testServer struct {
 }
 
 // startServer starts a server that stops when the test ends.
-func startServer(t *testing.T) *testServer {
+func startServer(t testing.TB) *testServer {
 	t.Helper()
 	ctx := context.Background()
 	st := storetest.Open(t)
@@ -70,7 +71,7 @@ func startServer(t *testing.T) *testServer {
 }
 
 // client returns a client acting as a new tenant of the server.
-func (s *testServer) client(t *testing.T, opts ...aapclient.Option) *aapclient.Client {
+func (s *testServer) client(t testing.TB, opts ...aapclient.Option) *aapclient.Client {
 	t.Helper()
 	tn := storetest.NewTenant(t, s.Store)
 	c, err := aapclient.New(s.URL, append([]aapclient.Option{aapclient.WithAPIKey(tn.Key)}, opts...)...)
@@ -78,6 +79,33 @@ func (s *testServer) client(t *testing.T, opts ...aapclient.Option) *aapclient.C
 		t.Fatal(err)
 	}
 	return c
+}
+
+// exampleTB lets the examples start a server with the tests' helpers,
+// outside a test: a failure panics, and stop runs the cleanups.
+type exampleTB struct {
+	testing.TB // nil: only the methods below are called
+	cleanups   []func()
+}
+
+func (*exampleTB) Helper()                   {}
+func (*exampleTB) Name() string              { return "Example" }
+func (*exampleTB) Fatal(args ...any)         { panic(fmt.Sprint(args...)) }
+func (*exampleTB) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+func (*exampleTB) Errorf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+func (e *exampleTB) Cleanup(f func())        { e.cleanups = append(e.cleanups, f) }
+
+// exampleServer starts a server for an example and returns its URL, an API
+// key of a new tenant, and the function that stops it.
+func exampleServer() (baseURL, apiKey string, stop func()) {
+	tb := &exampleTB{}
+	srv := startServer(tb)
+	tn := storetest.NewTenant(tb, srv.Store)
+	return srv.URL, tn.Key, func() {
+		for i := len(tb.cleanups) - 1; i >= 0; i-- {
+			tb.cleanups[i]()
+		}
+	}
 }
 
 // recorder is a RoundTripper that records the requests it sends and, when
