@@ -73,7 +73,7 @@ const maxErrorBody = 64 << 10
 // reading (and not closing) its body.
 func readError(res *http.Response, method, path string, now time.Time) *Error {
 	e := &Error{Method: method, Path: path, Status: res.StatusCode, Type: "about:blank",
-		RetryAfter: parseRetryAfter(res.Header.Get("Retry-After"), now)}
+		RetryAfter: parseRetryAfter(res.Header.Get("Retry-After"), now), RequestID: res.Header.Get("X-Request-Id")}
 	body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 	if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt == "application/problem+json" || mt == "application/json" {
 		var p struct {
@@ -91,14 +91,14 @@ func readError(res *http.Response, method, path string, now time.Time) *Error {
 				e.Type = p.Type
 			}
 			e.Title, e.Detail, e.Instance = p.Title, p.Detail, p.Instance
-			e.RequestID, e.Field, e.TurnID = p.RequestID, p.Field, p.TurnID
+			e.Field, e.TurnID = p.Field, p.TurnID
+			if p.RequestID != "" {
+				e.RequestID = p.RequestID
+			}
 			return e
 		}
 	}
 	e.Body = strings.TrimSpace(string(body))
-	if e.RequestID == "" {
-		e.RequestID = res.Header.Get("X-Request-Id")
-	}
 	return e
 }
 

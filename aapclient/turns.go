@@ -59,7 +59,8 @@ func (c *Client) SendTurn(ctx context.Context, sessionID string, req aap.TurnReq
 // StreamTurn is POST /sessions/:id/turns with stream "delta" or "message"
 // (empty means "delta"). It returns once the server has accepted the turn;
 // read its events with Stream.Events. Refusals (409, 429, 503) are retried
-// per the client's policy with the same Idempotency-Key.
+// per the client's policy with the same Idempotency-Key. ctx governs the
+// whole stream, its resumes included.
 func (c *Client) StreamTurn(ctx context.Context, sessionID string, req aap.TurnRequest, opts ...CallOption) (*Stream, error) {
 	path := sessionPath(sessionID, "turns")
 	switch req.Stream {
