@@ -14,21 +14,21 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/signal"
 	"slices"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/aapclient"
 )
 
 func main() {
@@ -50,8 +50,22 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	l := &load{url: strings.TrimSuffix(*url, "/"), key: *key, agent: *agent, stream: *stream, message: *message,
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency * 2}}}
+	switch aap.StreamMode(*stream) {
+	case aap.StreamNone, aap.StreamDelta, aap.StreamMessage:
+	default:
+		fmt.Fprintf(os.Stderr, "aapdload: -stream %q: want none, delta or message\n", *stream)
+		os.Exit(2)
+	}
+	// Refusals (409, 429, 503) are errors of the run, not retried: they are
+	// what a load test is for.
+	client, err := aapclient.New(*url, aapclient.WithAPIKey(*key),
+		aapclient.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency * 2}}),
+		aapclient.WithRetryPolicy(aapclient.RetryPolicy{MaxAttempts: 1}), aapclient.WithUserAgent("aapdload"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "aapdload:", err)
+		os.Exit(2)
+	}
+	l := &load{client: client, agent: *agent, stream: aap.StreamMode(*stream), message: *message}
 	if *burst {
 		res, elapsed := l.burst(ctx, *sessions, *concurrency)
 		res.print(os.Stdout, elapsed, *sessions, 1, *sessions, *stream)
@@ -73,8 +87,9 @@ func main() {
 }
 
 type load struct {
-	url, key, agent, stream, message string
-	client                           *http.Client
+	client         *aapclient.Client
+	agent, message string
+	stream         aap.StreamMode
 }
 
 // result collects what the run measured.
@@ -170,58 +185,49 @@ func (l *load) burst(ctx context.Context, sessions, concurrency int) (*result, t
 	return res, time.Since(start)
 }
 
-func (l *load) do(ctx context.Context, path string, body any) (*http.Response, error) {
-	b, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.url+path, bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+l.key)
-	req.Header.Set("Content-Type", "application/json")
-	return l.client.Do(req)
-}
-
 func (l *load) createSession(ctx context.Context) (string, error) {
-	res, err := l.do(ctx, "/sessions", map[string]any{"agent": map[string]any{"name": l.agent}})
+	out, err := l.client.CreateSession(ctx, aap.CreateSessionRequest{Agent: aap.AgentConfig{Name: l.agent}})
 	if err != nil {
-		return "", err
-	}
-	defer res.Body.Close()
-	var out struct{ SessionID string }
-	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || res.StatusCode != http.StatusCreated {
-		return "", fmt.Errorf("create session: %s %v", res.Status, err)
+		return "", fmt.Errorf("create session: %w", err)
 	}
 	return out.SessionID, nil
 }
 
 // turn sends one turn and reads its answer to the end, timing the first
-// byte of the answer and the whole turn.
+// byte of the answer (the first event of a stream) and the whole turn.
 func (l *load) turn(ctx context.Context, sid string) (first, total time.Duration, err error) {
 	start := time.Now()
-	res, err := l.do(ctx, "/sessions/"+sid+"/turns", map[string]any{"stream": l.stream,
-		"messages": []any{map[string]any{"role": "user", "content": l.message}}})
+	req := aap.TurnRequest{Stream: l.stream, Messages: []aap.Message{aap.UserMessage(l.message)}}
+	if l.stream == aap.StreamNone {
+		var firstByte time.Duration
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			GotFirstResponseByte: func() { firstByte = time.Since(start) },
+		})
+		res, err := l.client.SendTurn(ctx, sid, req)
+		if err != nil {
+			return 0, 0, fmt.Errorf("turn: %w", err)
+		}
+		if res.StopReason == aap.StopError {
+			return 0, 0, errors.New("turn: stopReason error")
+		}
+		return firstByte, time.Since(start), nil
+	}
+	s, err := l.client.StreamTurn(ctx, sid, req)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, fmt.Errorf("turn: %w", err)
 	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(res.Body)
-		return 0, 0, fmt.Errorf("turn: %s %s", res.Status, strings.TrimSpace(string(b)))
-	}
-	br := bufio.NewReader(res.Body)
-	if _, err := br.Peek(1); err != nil {
-		return 0, 0, err
-	}
-	first = time.Since(start)
-	body, err := io.ReadAll(br)
-	if err != nil {
-		return 0, 0, err
+	var stop aap.StopReason
+	for e, err := range s.Events() {
+		if err != nil {
+			return 0, 0, fmt.Errorf("turn: %w", err)
+		}
+		if first == 0 {
+			first = time.Since(start)
+		}
+		stop = e.StopReason
 	}
 	total = time.Since(start)
-	if l.stream != "none" && !bytes.Contains(body, []byte("event: turn_stop")) {
-		return 0, 0, errors.New("turn: the stream ended without turn_stop")
-	}
-	if bytes.Contains(body, []byte(`"stopReason":"error"`)) {
+	if stop == aap.StopError {
 		return 0, 0, errors.New("turn: stopReason error")
 	}
 	return first, total, nil
