@@ -15,12 +15,16 @@ import (
 	"github.com/aapd/aapd/store"
 )
 
-// readBody reads the request body, at most MaxBodyBytes of it.
+// readBody reads the request body, at most MaxBodyBytes of it, within
+// BodyTimeout (limitBodyTime): too big is a 413, too slow a 408.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		var (
+			tooBig *http.MaxBytesError
+			slow   *bodyTimeoutError
+		)
+		if errors.As(err, &tooBig) || errors.As(err, &slow) {
 			return nil, err
 		}
 		return nil, probInvalid.with("could not read the request body: %v", err)

@@ -65,7 +65,8 @@ const StatusClientClosedRequest = 499
 // sane), recovers panics into 500s, and logs and counts every request. A
 // request whose client went away before the handler returned is counted as
 // a disconnect, and recorded with status 499 unless its response had
-// already started (a stream keeps its 200).
+// already started (a stream keeps its 200). Metrics labels come from fixed
+// sets (observeRequest); the access log keeps the exact method and status.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -90,7 +91,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 					writeProblem(rw, r, probInternal.with("the server could not complete the request"))
 				}
 			}
-			if r.Context().Err() != nil {
+			if r.Context().Err() != nil && !bodyTimedOut(r) {
 				if !rw.wroteHeader {
 					rw.status = StatusClientClosedRequest
 				}
@@ -124,7 +125,10 @@ func recordRoute(next http.Handler) http.Handler {
 
 // cors lets browser applications (such as the AAP web playground) call the
 // API from the origins allowed. Credentials are bearer tokens, never cookies,
-// so the wildcard origin is safe.
+// so the wildcard origin is safe. With no origins configured there is no
+// cross-origin access at all. A preflight that is refused — an origin not
+// allowed, or CORS off — gets a 403 problem, not whatever the route would
+// answer an OPTIONS (405), so the refusal says what it is.
 func (s *Server) cors(next http.Handler) http.Handler {
 	allowAll := false
 	allowed := map[string]bool{}
@@ -136,19 +140,28 @@ func (s *Server) cors(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
-		if origin == "" || !(allowAll || allowed[origin]) {
+		if origin == "" {
 			next.ServeHTTP(w, r)
 			return
 		}
 		h := w.Header()
 		h.Add("Vary", "Origin")
+		preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
+		if !(allowAll || allowed[origin]) {
+			if preflight {
+				writeProblem(w, r, probCORSRefused.with("cross-origin requests from %s are not allowed (--cors-origins)", origin))
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
 		if allowAll {
 			h.Set("Access-Control-Allow-Origin", "*")
 		} else {
 			h.Set("Access-Control-Allow-Origin", origin)
 		}
 		h.Set("Access-Control-Expose-Headers", "Aapd-Turn-Id, Retry-After, Location, X-Request-Id, Idempotent-Replayed")
-		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+		if preflight {
 			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
 			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Idempotency-Key, Last-Event-ID, X-Request-Id")
 			h.Set("Access-Control-Max-Age", "600")

@@ -42,6 +42,8 @@ var (
 	probUnauthorized = kind{"unauthorized", "Unauthorized", http.StatusUnauthorized}
 	probNotFound     = kind{"not-found", "Not found", http.StatusNotFound}
 	probMethod       = kind{"method-not-allowed", "Method not allowed", http.StatusMethodNotAllowed}
+	probCORSRefused  = kind{"cors-refused", "Cross-origin request refused", http.StatusForbidden}
+	probBodyTimeout  = kind{"request-timeout", "Request body too slow", http.StatusRequestTimeout}
 	probTurnRunning  = kind{"turn-running", "A turn is already running", http.StatusConflict}
 	probCompacting   = kind{"compaction-conflict", "The session is being compacted", http.StatusConflict}
 	probTooLarge     = kind{"payload-too-large", "Request body too large", http.StatusRequestEntityTooLarge}
@@ -69,6 +71,7 @@ func toProblem(err error) (p *Problem, internal bool) {
 		aapErr  *aap.Error
 		running *store.TurnRunningError
 		tooBig  *http.MaxBytesError
+		slow    *bodyTimeoutError
 	)
 	switch {
 	case errors.As(err, &prob):
@@ -79,6 +82,8 @@ func toProblem(err error) (p *Problem, internal bool) {
 		return p, false
 	case errors.As(err, &tooBig):
 		return probTooLarge.with("the request body exceeds the limit of %d bytes", tooBig.Limit), false
+	case errors.As(err, &slow):
+		return probBodyTimeout.with("the request body did not arrive within %s; send it in one go", slow.limit), false
 	case errors.As(err, &running):
 		p = probTurnRunning.with("the session is running turn %s; retry when it has finished", running.TurnID)
 		p.TurnID, p.retryAfter = running.TurnID, 1
@@ -151,9 +156,10 @@ func (s *Server) handle(h handlerFunc) http.Handler {
 // internal error logged with the request id. A client that went away gets
 // no answer and costs no ERROR line: what failed is what its leaving
 // cancelled (typically a store call returning context.Canceled), not the
-// server. observe records it as a 499 and a disconnect.
+// server. observe records it as a 499 and a disconnect. A body that timed
+// out also cancels the context, but its client is waiting for the 408.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil {
+	if r.Context().Err() != nil && !bodyTimedOut(r) {
 		s.log.InfoContext(r.Context(), "client went away", "method", r.Method, "path", r.URL.Path, "err", err)
 		return
 	}

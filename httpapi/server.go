@@ -26,6 +26,7 @@ const (
 	DefaultPageLimit    = 20
 	MaxPageLimit        = 100
 	DefaultKeepAlive    = 15 * time.Second
+	DefaultBodyTimeout  = 30 * time.Second // a 10 MiB body at 3 Mbit/s
 )
 
 // Config configures a Server.
@@ -36,10 +37,19 @@ type Config struct {
 	// MetaRequiresAuth closes GET /meta to requests without a valid key.
 	MetaRequiresAuth bool
 	// CORSOrigins are the browser origins allowed to call the API; "*"
-	// allows any.
+	// allows any, none means no cross-origin access.
 	CORSOrigins []string
 	// MaxBodyBytes bounds request bodies (413 beyond).
 	MaxBodyBytes int64
+	// BodyTimeout bounds the time a request body may take to arrive (408
+	// beyond); responses, streams included, are not bounded.
+	BodyTimeout time.Duration
+	// AdminToken is the operator's token. When set, /metrics on this
+	// handler requires it as a bearer token.
+	AdminToken string
+	// SeparateMetrics leaves /metrics off this handler: the caller serves
+	// MetricsHandler on a listener of its own (aapd serve --metrics-addr).
+	SeparateMetrics bool
 	// KeepAlive is the idle time after which a stream sends a comment.
 	KeepAlive time.Duration
 	Logger    *slog.Logger
@@ -66,6 +76,9 @@ func New(cfg Config) *Server {
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = DefaultKeepAlive
 	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -75,7 +88,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, metrics: newMetrics(cfg.Runner.Running), drain: newDrainState(),
 		keys: newKeyCache(cfg.Now)}
 	s.keyUses = newKeyUses(cfg.Store.APIKeyTouch, cfg.Now, cfg.Logger)
-	s.handler = s.cors(s.observe(s.routes()))
+	s.handler = s.limitBodyTime(s.observe(s.cors(s.routes())))
 	return s
 }
 
@@ -95,10 +108,12 @@ func (s *Server) routes() http.Handler {
 		return probMethod.with("this endpoint takes %s, not %s", strings.Join(allowed, ", "), req.Method)
 	})
 
-	// Operations: always public.
+	// Operations: health is public; metrics are the operator's (metricsRoute).
 	r.Handle("/healthz", s.handle(s.healthz)).Methods(http.MethodGet)
 	r.Handle("/readyz", s.handle(s.readyz)).Methods(http.MethodGet)
-	r.Handle("/metrics", s.metrics.handler()).Methods(http.MethodGet)
+	if h := s.metricsRoute(); h != nil {
+		r.Handle("/metrics", h).Methods(http.MethodGet)
+	}
 
 	meta := s.handle(s.getMeta)
 	if s.cfg.MetaRequiresAuth {

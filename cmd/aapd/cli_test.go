@@ -337,13 +337,17 @@ func TestCLIMigrateIsIdempotent(t *testing.T) {
 	}
 }
 
-// clearServeEnv unsets (as empty, which serve ignores) every variable serve
-// reads, so the test sees only what it sets.
+// clearServeEnv unsets every variable serve reads (an empty variable is
+// set), so the test sees only what it sets; each is restored when the test
+// ends.
 func clearServeEnv(t *testing.T) {
 	for _, v := range []string{"DATABASE_URL", "AAPD_ADDR", "AAPD_NO_MIGRATE", "AAPD_CREATE_DATABASE", "AAPD_META_REQUIRES_AUTH",
 		"AAPD_CORS_ORIGINS", "AAPD_WORKERS", "AAPD_TURN_LEASE", "AAPD_DRAIN_TIMEOUT", "AAPD_MAX_BODY_BYTES",
-		"AAPD_ENCRYPTION_KEY", "AAPD_DEV", "AAPD_LOG_LEVEL", "AAPD_DB_MAX_CONNS", "AAPD_SHUTDOWN_DELAY"} {
-		t.Setenv(v, "")
+		"AAPD_ENCRYPTION_KEY", "AAPD_DEV", "AAPD_LOG_LEVEL", "AAPD_DB_MAX_CONNS", "AAPD_SHUTDOWN_DELAY",
+		"AAPD_SSE_KEEPALIVE", "AAPD_CONFIG", "AAPD_METRICS_ADDR", "AAPD_READ_HEADER_TIMEOUT", "AAPD_BODY_TIMEOUT",
+		"AAPD_IDLE_TIMEOUT", "AAPD_MAX_HEADER_BYTES"} {
+		t.Setenv(v, "") // registers the restore
+		os.Unsetenv(v)
 	}
 }
 

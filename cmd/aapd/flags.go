@@ -66,6 +66,11 @@ func (f *flagSet) fromEnv(name, env string) {
 // parse parses args, flags and positional arguments in any order (so that
 // "tenants create acme --database-url URL" works), then fills the flags not
 // given from the environment. Positional arguments are in f.args.
+//
+// A variable set to the empty string is set: for a text flag it means the
+// empty value (AAPD_CORS_ORIGINS="" allows no origin, where leaving it
+// unset keeps the default "*"). Only for a flag that cannot be empty — a
+// number, a duration, a switch — does a blank variable leave the default.
 func (f *flagSet) parse(args []string) error {
 	for {
 		if err := f.Parse(args); err != nil {
@@ -90,7 +95,7 @@ func (f *flagSet) parse(args []string) error {
 	f.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	for name, env := range f.env {
 		v, ok := os.LookupEnv(env)
-		if !ok || given[name] || strings.TrimSpace(v) == "" {
+		if !ok || given[name] || (strings.TrimSpace(v) == "" && !isText(f.Lookup(name))) {
 			continue
 		}
 		if err := f.Set(name, v); err != nil {
@@ -98,6 +103,15 @@ func (f *flagSet) parse(args []string) error {
 		}
 	}
 	return nil
+}
+
+// isText reports whether a flag holds text, for which empty is a value.
+func isText(fl *flag.Flag) bool {
+	if g, ok := fl.Value.(flag.Getter); ok {
+		_, text := g.Get().(string)
+		return text
+	}
+	return false
 }
 
 // databaseURLFlag defines the --database-url flag every command shares.

@@ -26,6 +26,7 @@ type Config struct {
 	NoMigrate        bool
 	CreateDatabase   bool
 	MetaRequiresAuth bool
+	AdminToken       string // the operator's token; /metrics on the main listener requires it when set
 	CORSOrigins      []string
 	Workers          int
 	// DBMaxConns bounds the connection pool; zero sizes it from Workers
@@ -38,6 +39,9 @@ type Config struct {
 	DrainTimeout  time.Duration
 	MaxBodyBytes  int64
 	KeepAlive     time.Duration
+	// Edge holds the listeners' timeouts and limits, and where /metrics
+	// is served (edge.go).
+	Edge
 	EncryptionKey []byte
 	Dev           bool
 	LogLevel      slog.Level
@@ -74,6 +78,7 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 	f.fromEnv("max-body-bytes", "AAPD_MAX_BODY_BYTES")
 	f.DurationVar(&cfg.KeepAlive, "sse-keepalive", httpapi.DefaultKeepAlive, "idle time after which a stream sends a keep-alive comment")
 	f.fromEnv("sse-keepalive", "AAPD_SSE_KEEPALIVE")
+	edgeFlags(f, &cfg.Edge)
 	key := f.String("encryption-key", "", "base64 of 32 random bytes sealing secret options at rest (openssl rand -base64 32)")
 	f.fromEnv("encryption-key", "AAPD_ENCRYPTION_KEY")
 	f.StringVar(&cfg.AgentsFile, "config", "", "agents configuration file (YAML, docs/agents.md); without one, the echo agent alone")
@@ -112,6 +117,12 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	if (cfg.DBMaxConns != 0 && cfg.DBMaxConns < 2) || cfg.ShutdownDelay < 0 {
 		return Config{}, &usageError{"--db-max-conns must be at least 2 (or 0, to size it from --workers), --shutdown-delay not negative"}
+	}
+	if cfg.Addr == "" {
+		return Config{}, &usageError{"--addr must not be empty (e.g. :8080)"}
+	}
+	if err := cfg.Edge.check(); err != nil {
+		return Config{}, err
 	}
 	return cfg, nil
 }
@@ -154,6 +165,7 @@ type Main struct {
 	http     *http.Server
 	ln       net.Listener
 	served   chan error
+	metrics  *metricsListener // nil without --metrics-addr
 }
 
 // Start migrates (unless told not to), connects, and starts serving.
@@ -216,6 +228,7 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 		Store: m.Store, Agents: registry, Runner: m.Runner,
 		MetaRequiresAuth: m.cfg.MetaRequiresAuth, CORSOrigins: m.cfg.CORSOrigins,
 		MaxBodyBytes: m.cfg.MaxBodyBytes, KeepAlive: m.cfg.KeepAlive, Logger: m.log,
+		BodyTimeout: m.cfg.BodyTimeout, AdminToken: m.cfg.AdminToken, SeparateMetrics: m.cfg.MetricsAddr != "",
 	})
 	// The instance marks this process alive for the claims of its turns,
 	// and brings other processes' cancel requests and key revocations.
@@ -236,8 +249,13 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 	if m.ln, err = net.Listen("tcp", m.cfg.Addr); err != nil {
 		return fmt.Errorf("listen on %s: %w", m.cfg.Addr, err)
 	}
-	m.http = &http.Server{Handler: m.API, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)}
+	if err := m.listenMetrics(); err != nil {
+		m.ln.Close()
+		return err
+	}
+	m.http = m.cfg.Edge.server(m.API, m.log)
 	go func() { m.served <- m.http.Serve(m.ln) }()
+	m.serveMetrics()
 	m.log.Info("aapd serving", "addr", m.ln.Addr().String(), "agents", registry.Names(), "instance", m.Instance.ID())
 	return nil
 }
@@ -309,6 +327,8 @@ func (m *Main) Shutdown() error {
 		m.log.Warn("http shutdown", "err", err)
 		_ = m.http.Close()
 	}
+	// The metrics listener served throughout the drain; it goes last.
+	m.stopMetrics()
 	m.close()
 	if err := <-m.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
