@@ -64,6 +64,11 @@ func (r *Runner) Notify(n store.Notification) {
 const (
 	followPoll      = 100 * time.Millisecond
 	followDeadCheck = time.Second
+	// followDeadConfirm is how long a turn must keep looking dead before
+	// a follower ends it: during a database restart every process loses
+	// its instance lock until it reconnects (within a few times
+	// store.MaxReconnectBackoff), and a live turn must not be ended then.
+	followDeadConfirm = 3 * time.Second
 )
 
 // follower reads a turn's events: the live stream first, the database
@@ -74,6 +79,9 @@ type follower struct {
 	live   *Stream
 	// quietSince is when the recorded log last grew.
 	quietSince time.Time
+	// deadSince is when the quiet turn was first found looking dead; zero
+	// while it looks alive.
+	deadSince time.Time
 }
 
 func (f *follower) Read(ctx context.Context, after int) ([]aap.Event, bool, error) {
@@ -103,9 +111,9 @@ func (f *follower) Read(ctx context.Context, after int) ([]aap.Event, bool, erro
 			return nil, false, ErrBeyondLog
 		}
 		if time.Since(f.quietSince) >= followDeadCheck && f.runner.liveStream(f.ref.TurnID) == nil {
-			// A quiet turn whose process is gone is ended here, which
-			// writes its turn_stop.
-			if _, err := f.runner.store.TurnInterruptIfDead(ctx, f.ref); err != nil && ctx.Err() == nil {
+			// A quiet turn whose process is gone for good is ended here,
+			// which writes its turn_stop.
+			if err := f.checkDead(ctx); err != nil {
 				return nil, false, err
 			}
 			f.quietSince = time.Now()
@@ -117,4 +125,30 @@ func (f *follower) Read(ctx context.Context, after int) ([]aap.Event, bool, erro
 		case <-time.After(followPoll):
 		}
 	}
+}
+
+// checkDead ends the followed turn if it has looked dead for
+// followDeadConfirm: once to suspect, again to confirm, so that a process
+// reconnecting after a database restart keeps its turn.
+func (f *follower) checkDead(ctx context.Context) error {
+	dead, err := f.runner.store.TurnLooksDead(ctx, f.ref)
+	switch {
+	case err != nil:
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	case !dead:
+		f.deadSince = time.Time{}
+		return nil
+	case f.deadSince.IsZero():
+		f.deadSince = time.Now()
+		return nil
+	case time.Since(f.deadSince) < followDeadConfirm:
+		return nil
+	}
+	if _, err := f.runner.store.TurnInterruptIfDead(ctx, f.ref); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
 }

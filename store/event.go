@@ -154,6 +154,33 @@ func queueInterrupt(b *pgx.Batch, ref TurnRef) {
 		ref.TenantID, ref.SessionID, ref.TurnID, interruptedError)
 }
 
+// turnDeadSQL decides, for a running turn ($1 tenant, $2 session, $3 turn),
+// whether it can no longer finish by itself: its claim is gone or expired,
+// or the process that runs it no longer holds its instance lock.
+const turnDeadSQL = `
+	SELECT s.active_turn_id IS DISTINCT FROM t.id
+		OR s.lease_expires_at IS NULL OR s.lease_expires_at < now()
+		OR t.owner IS NULL OR NOT aapd_instance_alive(t.owner)
+	FROM sessions s JOIN turns t ON t.tenant_id = s.tenant_id AND t.session_id = s.id
+	WHERE s.tenant_id = $1 AND s.id = $2 AND t.id = $3 AND t.status = 'running'`
+
+// TurnLooksDead reports, without changing anything, whether a running turn
+// looks as if it cannot finish by itself (turnDeadSQL); false for a turn
+// that is not running. A process whose connection to the database is down
+// for a moment (a restart) looks dead too: callers confirm over time
+// before TurnInterruptIfDead.
+func (s *Store) TurnLooksDead(ctx context.Context, ref TurnRef) (bool, error) {
+	var dead bool
+	err := interpretError(s.pool.QueryRow(ctx, turnDeadSQL, ref.TenantID, ref.SessionID, ref.TurnID).Scan(&dead))
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("check turn %s: %w", ref.TurnID, err)
+	}
+	return dead, nil
+}
+
 // TurnInterruptIfDead records a running turn as interrupted if it cannot
 // finish by itself any more: the process that ran it is gone (it no longer
 // holds its instance lock), or its claim's lease ran out. It reports
@@ -163,13 +190,7 @@ func (s *Store) TurnInterruptIfDead(ctx context.Context, ref TurnRef) (bool, err
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		// The session first, as every turn write locks it: no deadlock.
 		var dead bool
-		err := tx.QueryRow(ctx, `
-			SELECT s.active_turn_id IS DISTINCT FROM t.id
-				OR s.lease_expires_at IS NULL OR s.lease_expires_at < now()
-				OR t.owner IS NULL OR NOT aapd_instance_alive(t.owner)
-			FROM sessions s JOIN turns t ON t.tenant_id = s.tenant_id AND t.session_id = s.id
-			WHERE s.tenant_id = $1 AND s.id = $2 AND t.id = $3 AND t.status = 'running'
-			FOR UPDATE OF s`, ref.TenantID, ref.SessionID, ref.TurnID).Scan(&dead)
+		err := tx.QueryRow(ctx, turnDeadSQL+` FOR UPDATE OF s`, ref.TenantID, ref.SessionID, ref.TurnID).Scan(&dead)
 		if errors.Is(interpretError(err), ErrNotFound) || (err == nil && !dead) {
 			return nil
 		}

@@ -108,6 +108,12 @@ func (in *Instance) connect(ctx context.Context, id int32) error {
 	return nil
 }
 
+// MaxReconnectBackoff bounds the wait between attempts of an instance to
+// reconnect. While its connection is down (a database restart), a live
+// process looks dead to the others; they wait long enough for it to come
+// back (agents' follower) before ending its turns.
+const MaxReconnectBackoff = time.Second
+
 // run waits for notifications and, when the connection breaks, reconnects
 // with backoff, keeping the same id if it is still free.
 func (in *Instance) run(ctx context.Context) {
@@ -131,7 +137,7 @@ func (in *Instance) run(ctx context.Context) {
 				case <-ctx.Done():
 				case <-time.After(backoff):
 				}
-				backoff = min(backoff*2, 5*time.Second)
+				backoff = min(backoff*2, MaxReconnectBackoff)
 				continue
 			}
 			slog.Info("instance: reconnected", "instance", in.id.Load())

@@ -126,6 +126,10 @@ func (l turnLoad) check(t *testing.T, c *client, dbURL string) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("session %d history:\n got %q\nwant %q", s, got, want)
+			var failed string
+			storetest.Scan(t, dbURL, `SELECT coalesce(string_agg(id || ' ' || status || ': ' || coalesce(error, ''), '; '), '')
+				FROM turns WHERE session_id = $1 AND stop_reason = 'error'`, []any{sid}, &failed)
+			t.Logf("session %d: turns that ended in error: %s", s, failed)
 		}
 	}
 	var running int
