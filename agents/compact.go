@@ -44,6 +44,15 @@ type CompactOutcome struct {
 // well-behaved deployment does not keep doing.
 const compactAttempts = 3
 
+// CompactParams names the session to compact.
+type CompactParams struct {
+	TenantID  string
+	SessionID string
+	// Owner confines the compaction to a session of this end user ("" for
+	// any): another's session is store.ErrNotFound.
+	Owner string
+}
+
 // Compact compacts a session's history now (POST /sessions/:id/compact):
 // down to the policy's target, even if the history is under its threshold.
 // It fails with *store.TurnRunningError while a turn runs. A compaction of
@@ -51,13 +60,14 @@ const compactAttempts = 3
 // automatic one after a turn) is waited for, so this one then finds its work
 // done; it fails with store.ErrCompactionConflict only if other replicas
 // kept compacting the session through every attempt.
-func (r *Runner) Compact(ctx context.Context, tenantID, sessionID string) (CompactOutcome, error) {
+func (r *Runner) Compact(ctx context.Context, p CompactParams) (CompactOutcome, error) {
+	tenantID, sessionID := p.TenantID, p.SessionID
 	unlock, err := r.lockCompaction(ctx, tenantID, sessionID)
 	if err != nil {
 		return CompactOutcome{}, err
 	}
 	defer unlock()
-	sess, err := r.store.SessionGet(ctx, tenantID, sessionID)
+	sess, err := r.store.SessionGetOwned(ctx, tenantID, p.Owner, sessionID)
 	if err != nil {
 		return CompactOutcome{}, err
 	}

@@ -103,8 +103,11 @@ func NewRunner(cfg RunnerConfig) *Runner {
 
 // StartParams is a turn to start.
 type StartParams struct {
-	TenantID       string
-	SessionID      string
+	TenantID  string
+	SessionID string
+	// Owner confines the turn to a session of this end user ("" for any):
+	// another's session is store.ErrNotFound.
+	Owner          string
 	Request        aap.TurnRequest
 	IdempotencyKey string
 	RequestHash    []byte
@@ -200,7 +203,7 @@ func (r *Runner) claim(ref store.TurnRef, p StartParams) (*turnRun, store.TurnBe
 	)
 	params := store.TurnBeginParams{
 		TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: ref.TurnID, Stream: p.Request.Mode(),
-		Owner: r.cfg.Owner(), Lease: r.cfg.Lease,
+		Owner: r.cfg.Owner(), Lease: r.cfg.Lease, SessionOwner: p.Owner,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
 		CachedVersion: version, CachedUpTo: upTo,
 		Prepare: func(sess store.Session) (store.TurnPlan, error) {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/store"
 )
 
@@ -25,7 +26,7 @@ func (s *Server) compactSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, err := s.cfg.Runner.Compact(r.Context(), tenantOf(r), id)
+	out, err := s.cfg.Runner.Compact(r.Context(), agents.CompactParams{TenantID: tenantOf(r), SessionID: id, Owner: ownerOf(r)})
 	if err != nil {
 		return err
 	}
@@ -53,7 +54,7 @@ func (s *Server) listCompactions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	tenant := tenantOf(r)
-	if _, err := s.cfg.Store.SessionGet(r.Context(), tenant, id); err != nil {
+	if _, err := s.cfg.Store.SessionGetOwned(r.Context(), tenant, ownerOf(r), id); err != nil {
 		return err
 	}
 	list, err := s.cfg.Store.CompactionList(r.Context(), tenant, id, limit)

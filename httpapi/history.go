@@ -23,7 +23,7 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	tenant := tenantOf(r)
-	sess, err := s.cfg.Store.SessionGet(r.Context(), tenant, id)
+	sess, err := s.cfg.Store.SessionGetOwned(r.Context(), tenant, ownerOf(r), id)
 	if err != nil {
 		return err
 	}

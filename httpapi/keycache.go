@@ -73,9 +73,13 @@ func (c *keyCache) forget(publicID string) {
 }
 
 // Notify takes a notification from another process (see
-// store.InstanceParams): a revoked key is forgotten at once.
+// store.InstanceParams): a revoked key is forgotten at once, and so are the
+// issuers of a tenant that removed one (or was removed).
 func (s *Server) Notify(n store.Notification) {
-	if n.Channel == store.KeyRevokedChannel {
+	switch n.Channel {
+	case store.KeyRevokedChannel:
 		s.keys.forget(n.Payload)
+	case store.IssuerChangedChannel:
+		s.tokens.ForgetTenant(n.Payload)
 	}
 }

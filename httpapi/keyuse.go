@@ -128,4 +128,5 @@ func (k *keyUses) close() {
 // Call it once the HTTP server has stopped, before closing the store.
 func (s *Server) Close() {
 	s.keyUses.close()
+	s.tokens.Close()
 }

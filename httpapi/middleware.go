@@ -160,7 +160,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		} else {
 			h.Set("Access-Control-Allow-Origin", origin)
 		}
-		h.Set("Access-Control-Expose-Headers", "Aapd-Turn-Id, Retry-After, Location, X-Request-Id, Idempotent-Replayed")
+		h.Set("Access-Control-Expose-Headers", "Aapd-Turn-Id, Retry-After, Location, X-Request-Id, Idempotent-Replayed, WWW-Authenticate")
 		if preflight {
 			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
 			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Idempotency-Key, Last-Event-ID, X-Request-Id")
@@ -172,9 +172,9 @@ func (s *Server) cors(next http.Handler) http.Handler {
 	})
 }
 
-// authenticate requires a valid API key and puts its Principal in the
-// request's context. A database outage is a 503, not a 401: the key may be
-// fine.
+// authenticate requires a valid credential, an API key or an end user's
+// token, and puts its Principal in the request's context. A database
+// outage is a 503, not a 401: the credential may be fine.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.principal(r)
@@ -186,16 +186,26 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
+// principal reads the bearer credential: an aapd API key (it starts with
+// auth.KeyPrefix) or else an end user's JWT.
 func (s *Server) principal(r *http.Request) (auth.Principal, error) {
 	header := r.Header.Get("Authorization")
 	if header == "" {
-		return auth.Principal{}, probUnauthorized.with("send an API key as Authorization: Bearer <key>")
+		return auth.Principal{}, probUnauthorized.with("send an API key or an end-user token as Authorization: Bearer <credential>")
 	}
-	scheme, key, ok := strings.Cut(header, " ")
-	key = strings.TrimSpace(key)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		return auth.Principal{}, invalidToken("the Authorization header must be Bearer <key>")
+	scheme, cred, ok := strings.Cut(header, " ")
+	cred = strings.TrimSpace(cred)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || cred == "" {
+		return auth.Principal{}, invalidToken("the Authorization header must be Bearer <credential>")
 	}
+	if strings.HasPrefix(cred, auth.KeyPrefix) {
+		return s.keyPrincipal(r, cred)
+	}
+	return s.tokenPrincipal(r, cred)
+}
+
+// keyPrincipal authenticates an API key.
+func (s *Server) keyPrincipal(r *http.Request, key string) (auth.Principal, error) {
 	publicID, err := auth.ParseKey(key)
 	if err != nil {
 		return auth.Principal{}, invalidToken("the API key is malformed")
@@ -219,6 +229,35 @@ func (s *Server) principal(r *http.Request) (auth.Principal, error) {
 	return auth.Principal{TenantID: rec.TenantID, KeyID: rec.PublicID, Scopes: rec.Scopes}, nil
 }
 
+// tokenPrincipal authenticates an end user's token. Whatever is wrong with
+// the token is a 401 saying what; only aapd's own trouble (the database,
+// while issuers are looked up) is anything else.
+func (s *Server) tokenPrincipal(r *http.Request, token string) (auth.Principal, error) {
+	p, err := s.tokens.Verify(r.Context(), token)
+	var refused *auth.TokenError
+	if errors.As(err, &refused) {
+		s.log.DebugContext(r.Context(), "token refused", "reason", refused.Reason, "err", refused.Err)
+		return auth.Principal{}, invalidToken(refused.Reason)
+	}
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	return p, nil
+}
+
+// need is a route that requires the scope: a credential without it gets
+// 403, before anything of the request is looked at.
+func (s *Server) need(scope string, h handlerFunc) http.Handler {
+	return s.handle(func(w http.ResponseWriter, r *http.Request) error {
+		if p, _ := auth.FromContext(r.Context()); !p.Has(scope) {
+			prob := probForbidden.with("this credential lacks the %s scope this request needs", scope)
+			prob.authError, prob.scope = "insufficient_scope", scope
+			return prob
+		}
+		return h(w, r)
+	})
+}
+
 func invalidToken(detail string) *Problem {
 	p := probUnauthorized.with("%s", detail)
 	p.authError = "invalid_token"
@@ -230,4 +269,11 @@ func invalidToken(detail string) *Problem {
 func tenantOf(r *http.Request) string {
 	p, _ := auth.FromContext(r.Context())
 	return p.TenantID
+}
+
+// ownerOf returns the session owner the request is confined to: the end
+// user of a token, or "" (any owner) for an API key.
+func ownerOf(r *http.Request) string {
+	p, _ := auth.FromContext(r.Context())
+	return p.Owner()
 }

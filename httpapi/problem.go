@@ -31,6 +31,7 @@ type Problem struct {
 
 	retryAfter int    // seconds; sets Retry-After when > 0
 	authError  string // sets WWW-Authenticate's error when non-empty
+	scope      string // the scope an insufficient_scope challenge names
 }
 
 // Error makes a *Problem an error that handlers can return.
@@ -40,6 +41,7 @@ func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.T
 var (
 	probInvalid      = kind{"invalid-request", "Invalid request", http.StatusBadRequest}
 	probUnauthorized = kind{"unauthorized", "Unauthorized", http.StatusUnauthorized}
+	probForbidden    = kind{"insufficient-scope", "Insufficient scope", http.StatusForbidden}
 	probNotFound     = kind{"not-found", "Not found", http.StatusNotFound}
 	probMethod       = kind{"method-not-allowed", "Method not allowed", http.StatusMethodNotAllowed}
 	probCORSRefused  = kind{"cors-refused", "Cross-origin request refused", http.StatusForbidden}
@@ -124,10 +126,15 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	if p.retryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(p.retryAfter))
 	}
-	if p.Status == http.StatusUnauthorized {
+	if p.Status == http.StatusUnauthorized || p.authError != "" {
+		// RFC 6750 section 3: the challenge says what was wrong with the
+		// bearer credential, and for a 403 which scope was missing.
 		challenge := `Bearer realm="aapd"`
 		if p.authError != "" {
 			challenge += fmt.Sprintf(`, error=%q`, p.authError)
+		}
+		if p.scope != "" {
+			challenge += fmt.Sprintf(`, scope=%q`, p.scope)
 		}
 		h.Set("WWW-Authenticate", challenge)
 	}

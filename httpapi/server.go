@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/aapd/aapd/agents"
+	"github.com/aapd/aapd/auth"
 	"github.com/aapd/aapd/store"
 )
 
@@ -52,8 +53,12 @@ type Config struct {
 	SeparateMetrics bool
 	// KeepAlive is the idle time after which a stream sends a comment.
 	KeepAlive time.Duration
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// Tokens configures how end users' JWTs are verified (docs/tenancy.md);
+	// its Find, Now and Logger default to the store's issuers, Now and
+	// Logger.
+	Tokens auth.VerifierConfig
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Server is aapd's HTTP API.
@@ -64,6 +69,7 @@ type Server struct {
 	metrics *metrics
 	drain   *drainState
 	keys    *keyCache
+	tokens  *auth.Verifier
 	handler http.Handler
 	keyUses *keyUses // when API keys were last used (keyuse.go)
 }
@@ -88,6 +94,17 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, metrics: newMetrics(cfg.Runner.Running), drain: newDrainState(),
 		keys: newKeyCache(cfg.Now)}
 	s.keyUses = newKeyUses(cfg.Store.APIKeyTouch, cfg.Now, cfg.Logger)
+	tokens := cfg.Tokens
+	if tokens.Find == nil {
+		tokens.Find = issuerFinder(cfg.Store)
+	}
+	if tokens.Now == nil {
+		tokens.Now = cfg.Now
+	}
+	if tokens.Logger == nil {
+		tokens.Logger = cfg.Logger
+	}
+	s.tokens = auth.NewVerifier(tokens)
 	s.handler = s.limitBodyTime(s.observe(s.cors(s.routes())))
 	return s
 }
@@ -121,24 +138,28 @@ func (s *Server) routes() http.Handler {
 	}
 	r.Handle("/meta", meta).Methods(http.MethodGet)
 
+	// The AAP routes, each with the scope it needs (docs/tenancy.md):
+	// reading, streams followed included, needs sessions:read; anything
+	// that changes a session needs sessions:write.
+	const read, write = auth.ScopeSessionsRead, auth.ScopeSessionsWrite
 	api := r.NewRoute().Subrouter()
 	api.Use(s.authenticate)
-	api.Handle("/sessions", s.handle(s.listSessions)).Methods(http.MethodGet)
-	api.Handle("/sessions", s.handle(s.createSession)).Methods(http.MethodPost)
-	api.Handle("/sessions/{id}", s.handle(s.getSession)).Methods(http.MethodGet)
-	api.Handle("/sessions/{id}", s.handle(s.deleteSession)).Methods(http.MethodDelete)
-	api.Handle("/sessions/{id}/history", s.handle(s.getHistory)).Methods(http.MethodGet)
-	api.Handle("/sessions/{id}/turns", s.handle(s.postTurn)).Methods(http.MethodPost)
+	api.Handle("/sessions", s.need(read, s.listSessions)).Methods(http.MethodGet)
+	api.Handle("/sessions", s.need(write, s.createSession)).Methods(http.MethodPost)
+	api.Handle("/sessions/{id}", s.need(read, s.getSession)).Methods(http.MethodGet)
+	api.Handle("/sessions/{id}", s.need(write, s.deleteSession)).Methods(http.MethodDelete)
+	api.Handle("/sessions/{id}/history", s.need(read, s.getHistory)).Methods(http.MethodGet)
+	api.Handle("/sessions/{id}/turns", s.need(write, s.postTurn)).Methods(http.MethodPost)
 
 	// Extensions (docs/durability.md): turns as first-class records.
-	api.Handle("/sessions/{id}/turns", s.handle(s.listTurns)).Methods(http.MethodGet)
-	api.Handle("/sessions/{id}/turns/{turnId}", s.handle(s.getTurn)).Methods(http.MethodGet)
-	api.Handle("/sessions/{id}/turns/{turnId}/events", s.handle(s.turnEvents)).Methods(http.MethodGet)
-	api.Handle("/sessions/{id}/turns/{turnId}/cancel", s.handle(s.cancelTurn)).Methods(http.MethodPost)
+	api.Handle("/sessions/{id}/turns", s.need(read, s.listTurns)).Methods(http.MethodGet)
+	api.Handle("/sessions/{id}/turns/{turnId}", s.need(read, s.getTurn)).Methods(http.MethodGet)
+	api.Handle("/sessions/{id}/turns/{turnId}/events", s.need(read, s.turnEvents)).Methods(http.MethodGet)
+	api.Handle("/sessions/{id}/turns/{turnId}/cancel", s.need(write, s.cancelTurn)).Methods(http.MethodPost)
 
 	// Extensions (docs/compaction.md): compaction on demand, and its records.
-	api.Handle("/sessions/{id}/compact", s.handle(s.compactSession)).Methods(http.MethodPost)
-	api.Handle("/sessions/{id}/compactions", s.handle(s.listCompactions)).Methods(http.MethodGet)
+	api.Handle("/sessions/{id}/compact", s.need(write, s.compactSession)).Methods(http.MethodPost)
+	api.Handle("/sessions/{id}/compactions", s.need(read, s.listCompactions)).Methods(http.MethodGet)
 	return r
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/auth"
 	"github.com/aapd/aapd/store"
 )
 
@@ -39,6 +40,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	plain, secret := agent.SplitOptions(req.Agent.Options)
 	sess, replayed, err := s.cfg.Store.SessionCreate(r.Context(), store.SessionCreateParams{
 		TenantID:       tenantOf(r),
+		Owner:          ownerOf(r),
 		AgentName:      agent.Info.Name,
 		AgentTools:     req.Agent.Tools,
 		Options:        plain,
@@ -65,21 +67,33 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sess, err := s.cfg.Store.SessionGet(r.Context(), tenantOf(r), id)
+	sess, err := s.cfg.Store.SessionGetOwned(r.Context(), tenantOf(r), ownerOf(r), id)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, sess.RedactedInfo())
+	return writeJSON(w, http.StatusOK, sessionRecord(sess))
 }
 
 // listSessions is GET /sessions: newest first, paged by an opaque cursor.
+// ?owner= (extension) lists one end user's sessions; an end user's listing
+// is always of their own, and asking for another's is an empty one.
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	limit, err := pageLimit(r)
 	if err != nil {
 		return err
 	}
+	owner := ownerOf(r)
+	if asked, ok := r.URL.Query()["owner"]; ok {
+		if len(asked) != 1 || !auth.ValidOwner(asked[0]) {
+			return &aap.Error{Field: "owner", Msg: "must be one end user's subject (a token's sub: 1 to 255 bytes, no control characters)"}
+		}
+		if owner != "" && asked[0] != owner {
+			return writeJSON(w, http.StatusOK, SessionList{Sessions: []SessionRecord{}})
+		}
+		owner = asked[0]
+	}
 	page, err := s.cfg.Store.SessionList(r.Context(), store.SessionListParams{
-		TenantID: tenantOf(r), After: r.URL.Query().Get("after"), Limit: limit,
+		TenantID: tenantOf(r), Owner: owner, After: r.URL.Query().Get("after"), Limit: limit,
 	})
 	if errors.Is(err, store.ErrBadCursor) {
 		return badCursor()
@@ -87,9 +101,9 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := aap.SessionList{Sessions: make([]aap.SessionInfo, len(page.Sessions)), Next: page.Next}
+	out := SessionList{Sessions: make([]SessionRecord, len(page.Sessions)), Next: page.Next}
 	for i, sess := range page.Sessions {
-		out.Sessions[i] = sess.RedactedInfo()
+		out.Sessions[i] = sessionRecord(sess)
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
@@ -101,7 +115,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	active, err := s.cfg.Store.SessionDelete(r.Context(), tenantOf(r), id)
+	active, err := s.cfg.Store.SessionDeleteOwned(r.Context(), tenantOf(r), ownerOf(r), id)
 	if err != nil {
 		return err
 	}
@@ -116,6 +130,24 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// SessionRecord is a session as GET /sessions/:id and the list show it:
+// its AAP shape, with the end user who owns it (extension, docs/tenancy.md;
+// absent for a session created with an API key).
+type SessionRecord struct {
+	aap.SessionInfo
+	Owner string `json:"owner,omitempty"`
+}
+
+// SessionList is the body of GET /sessions: aap.SessionList of records.
+type SessionList struct {
+	Sessions []SessionRecord `json:"sessions"`
+	Next     string          `json:"next,omitempty"`
+}
+
+func sessionRecord(sess store.Session) SessionRecord {
+	return SessionRecord{SessionInfo: sess.RedactedInfo(), Owner: sess.Owner}
 }
 
 // pageLimit reads the optional ?limit= of a list: DefaultPageLimit when

@@ -45,7 +45,7 @@ func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) error {
 		return &aap.Error{Field: "stream", Msg: `unknown stream mode "` + string(req.Stream) + `" (want "none", "delta" or "message")`}
 	}
 	h, err := s.cfg.Runner.Start(r.Context(), agents.StartParams{
-		TenantID: tenantOf(r), SessionID: id, Request: req,
+		TenantID: tenantOf(r), SessionID: id, Owner: ownerOf(r), Request: req,
 		IdempotencyKey: key, RequestHash: requestHash(r, body),
 	})
 	if err != nil {
@@ -116,7 +116,7 @@ func (s *Server) listTurns(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	tenant := tenantOf(r)
-	if _, err := s.cfg.Store.SessionGet(r.Context(), tenant, id); err != nil {
+	if _, err := s.cfg.Store.SessionGetOwned(r.Context(), tenant, ownerOf(r), id); err != nil {
 		return err
 	}
 	page, err := s.cfg.Store.TurnList(r.Context(), store.TurnListParams{
@@ -135,7 +135,8 @@ func (s *Server) listTurns(w http.ResponseWriter, r *http.Request) error {
 }
 
 // turnRef reads the session and turn of the route, checking that the turn
-// belongs to the tenant's session.
+// belongs to the tenant's session, and for an end user, that the session is
+// theirs.
 func (s *Server) turnRef(r *http.Request) (store.Turn, error) {
 	id, err := sessionID(r)
 	if err != nil {
@@ -145,7 +146,7 @@ func (s *Server) turnRef(r *http.Request) (store.Turn, error) {
 	if !store.ValidID("turn_", turnID) {
 		return store.Turn{}, probNotFound.with("no such turn")
 	}
-	t, err := s.cfg.Store.TurnGet(r.Context(), tenantOf(r), id, turnID)
+	t, err := s.cfg.Store.TurnGetOwned(r.Context(), tenantOf(r), ownerOf(r), id, turnID)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Turn{}, probNotFound.with("no such turn")
 	}

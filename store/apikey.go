@@ -40,10 +40,15 @@ func scanAPIKey(row interface{ Scan(...any) error }) (APIKey, error) {
 	return k, err
 }
 
+// DefaultKeyScopes are the scopes of a key made without saying (nil
+// Scopes): every scope, as keys had before scopes were enforced. An empty,
+// non-nil list makes a key that can do nothing.
+var DefaultKeyScopes = []string{"sessions:read", "sessions:write"}
+
 // APIKeyCreate stores a new key.
 func (s *Store) APIKeyCreate(ctx context.Context, p APIKeyCreateParams) (APIKey, error) {
 	if p.Scopes == nil {
-		p.Scopes = []string{}
+		p.Scopes = DefaultKeyScopes
 	}
 	k, err := scanAPIKey(s.pool.QueryRow(ctx, `
 		INSERT INTO api_keys (tenant_id, public_id, hash, name, scopes, expires_at)

@@ -2,6 +2,7 @@ package store
 
 // What the listing tests EXPLAIN: the listings' exact statements.
 const (
-	SessionListSQL = sessionListSQL
-	TurnListSQL    = turnListSQL
+	SessionListSQL        = sessionListSQL
+	SessionListByOwnerSQL = sessionListByOwnerSQL
+	TurnListSQL           = turnListSQL
 )

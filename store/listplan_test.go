@@ -47,8 +47,11 @@ func TestListingsStayBoundedUnderAGenericPlan(t *testing.T) {
 	st := storetest.OpenURL(t, dbURL)
 	tn := storetest.NewTenant(t, st)
 	const n, limit = 200000, 20
-	storetest.Exec(t, dbURL, `INSERT INTO sessions (tenant_id, id, agent_name)
-		SELECT $1, 'sess_' || lpad(to_hex(i), 32, '0'), 'echo' FROM generate_series(1, $2::int) AS i`, tn.ID, n)
+	// Half the sessions are end users' (u1 and u2), half the API key's.
+	storetest.Exec(t, dbURL, `INSERT INTO sessions (tenant_id, id, agent_name, owner)
+		SELECT $1, 'sess_' || lpad(to_hex(i), 32, '0'), 'echo',
+			CASE i % 4 WHEN 0 THEN 'u1' WHEN 1 THEN 'u2' END
+		FROM generate_series(1, $2::int) AS i`, tn.ID, n)
 	storetest.Exec(t, dbURL, `INSERT INTO turns (tenant_id, session_id, id, status, stream)
 		SELECT $1, 'sess_' || lpad(to_hex(1), 32, '0'), 'turn_' || lpad(to_hex(i), 32, '0'), 'completed', 'none'
 		FROM generate_series(1, $2::int) AS i`, tn.ID, n)
@@ -69,10 +72,15 @@ func TestListingsStayBoundedUnderAGenericPlan(t *testing.T) {
 	if _, err := conn.Exec(ctx, `PREPARE turns_page AS `+store.TurnListSQL); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := conn.Exec(ctx, `PREPARE owner_page AS `+store.SessionListByOwnerSQL); err != nil {
+		t.Fatal(err)
+	}
 	first, nearEnd := "sess_~", "sess_"+pad(40)
 	for _, tc := range []struct{ name, explain string }{
 		{"sessions, first page", `EXECUTE sessions_page('` + tn.ID + `', '` + first + `', ` + itoa(limit+1) + `)`},
 		{"sessions, near the oldest", `EXECUTE sessions_page('` + tn.ID + `', '` + nearEnd + `', ` + itoa(limit+1) + `)`},
+		{"an owner's sessions, first page", `EXECUTE owner_page('` + tn.ID + `', '` + first + `', ` + itoa(limit+1) + `, 'u1')`},
+		{"an owner's sessions, near the oldest", `EXECUTE owner_page('` + tn.ID + `', '` + nearEnd + `', ` + itoa(limit+1) + `, 'u1')`},
 		{"turns, first page", `EXECUTE turns_page('` + tn.ID + `', 'sess_` + pad(1) + `', 'turn_~', ` + itoa(limit+1) + `)`},
 		{"turns, near the oldest", `EXECUTE turns_page('` + tn.ID + `', 'sess_` + pad(1) + `', 'turn_` + pad(40) + `', ` + itoa(limit+1) + `)`},
 	} {

@@ -137,6 +137,7 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 		TenantID: p.TenantID, ID: NewSessionID(), Owner: p.Owner, AgentName: p.AgentName, AgentTools: p.AgentTools,
 		Options: p.Options, SecretOptions: p.SecretOptions, ClientTools: p.ClientTools, Pending: p.Pending,
 	}
+	idemKey := ownedIdempotencyKey(p.Owner, p.IdempotencyKey)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		if p.IdempotencyKey != "" {
 			var (
@@ -146,7 +147,7 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 			err := tx.QueryRow(ctx, `
 				SELECT session_id, request_hash FROM idempotency_keys
 				WHERE tenant_id = $1 AND key = $2 AND created_at > now() - interval '`+idempotencyKeyTTL+`'`,
-				p.TenantID, p.IdempotencyKey).Scan(&prevID, &prevHash)
+				p.TenantID, idemKey).Scan(&prevID, &prevHash)
 			switch err = interpretError(err); {
 			case err == nil && !bytes.Equal(prevHash, p.RequestHash):
 				return ErrIdempotencyMismatch
@@ -158,12 +159,12 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 			}
 			if _, err := tx.Exec(ctx, `
 				DELETE FROM idempotency_keys WHERE tenant_id = $1
-				AND (key = $2 OR created_at < now() - interval '`+idempotencyKeyTTL+`')`, p.TenantID, p.IdempotencyKey); err != nil {
+				AND (key = $2 OR created_at < now() - interval '`+idempotencyKeyTTL+`')`, p.TenantID, idemKey); err != nil {
 				return interpretError(err)
 			}
 			if _, err := tx.Exec(ctx, `
 				INSERT INTO idempotency_keys (tenant_id, key, request_hash, session_id) VALUES ($1, $2, $3, $4)`,
-				p.TenantID, p.IdempotencyKey, p.RequestHash, sess.ID); err != nil {
+				p.TenantID, idemKey, p.RequestHash, sess.ID); err != nil {
 				return interpretError(err)
 			}
 		}
@@ -195,6 +196,18 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 		return Session{}, false, fmt.Errorf("create session: %w", err)
 	}
 	return sess, replayed, nil
+}
+
+// ownedIdempotencyKey is the stored form of a session-creation key: an
+// owner's keys live apart from the API keys' and from other owners', so
+// that a retry never hands one end user the session another created with
+// the same key. Keys a client sends are printable ASCII (httpapi checks),
+// so none can be mistaken for an owner's, which contains \x1f.
+func ownedIdempotencyKey(owner, key string) string {
+	if owner == "" || key == "" {
+		return key
+	}
+	return "\x1f" + owner + "\x1f" + key
 }
 
 const sessionColumns = `tenant_id::text, id, agent_name, agent_tools, options, secret_options, client_tools,
@@ -234,8 +247,16 @@ func (s *Store) scanSessionWith(row interface{ Scan(...any) error }, extra ...an
 // SessionGet loads a session of the tenant; ErrNotFound if the tenant has
 // no such session.
 func (s *Store) SessionGet(ctx context.Context, tenantID, id string) (Session, error) {
+	return s.SessionGetOwned(ctx, tenantID, "", id)
+}
+
+// SessionGetOwned loads a session of the tenant owned by owner ("" for any
+// owner); ErrNotFound if the tenant has no such session, or it is
+// another's: an end user cannot tell someone else's session from none.
+func (s *Store) SessionGetOwned(ctx context.Context, tenantID, owner, id string) (Session, error) {
 	sess, err := s.scanSession(s.pool.QueryRow(ctx,
-		`SELECT `+sessionColumns+` FROM sessions WHERE tenant_id = $1 AND id = $2`, tenantID, id))
+		`SELECT `+sessionColumns+` FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)`,
+		tenantID, id, owner))
 	if err != nil {
 		return Session{}, fmt.Errorf("load session %s: %w", id, err)
 	}
@@ -245,6 +266,8 @@ func (s *Store) SessionGet(ctx context.Context, tenantID, id string) (Session, e
 // SessionListParams selects a page of sessions.
 type SessionListParams struct {
 	TenantID string
+	// Owner lists only the sessions of one end user; "" lists them all.
+	Owner string
 	// After is the cursor of the previous page ("" for the first).
 	After string
 	Limit int
@@ -271,6 +294,12 @@ const sessionListSQL = `SELECT ` + sessionColumns + ` FROM sessions
 		WHERE tenant_id = $1 AND id < $2
 		ORDER BY id DESC LIMIT $3`
 
+// sessionListByOwnerSQL pages an end user's sessions ($4 the owner) along
+// the index sessions_owner.
+const sessionListByOwnerSQL = `SELECT ` + sessionColumns + ` FROM sessions
+		WHERE tenant_id = $1 AND owner = $4 AND id < $2
+		ORDER BY id DESC LIMIT $3`
+
 // SessionList pages through a tenant's sessions, newest first. Paging is by
 // keyset on the time-ordered session id, so sessions created or deleted
 // between pages never make another appear twice or not at all.
@@ -282,7 +311,11 @@ func (s *Store) SessionList(ctx context.Context, p SessionListParams) (SessionPa
 	if after == "" {
 		after = noSessionCursor
 	}
-	rows, err := s.pool.Query(ctx, sessionListSQL, p.TenantID, after, p.Limit+1)
+	query, args := sessionListSQL, []any{p.TenantID, after, p.Limit + 1}
+	if p.Owner != "" {
+		query, args = sessionListByOwnerSQL, append(args, p.Owner)
+	}
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return SessionPage{}, fmt.Errorf("list sessions: %w", interpretError(err))
 	}
@@ -305,13 +338,14 @@ func (s *Store) SessionList(ctx context.Context, p SessionListParams) (SessionPa
 	return page, nil
 }
 
-// sessionDeleteSQL deletes a session ($1 tenant, $2 id) and adds the usage
+// sessionDeleteSQL deletes a session ($1 tenant, $2 id, $3 its owner or ”
+// for any) and adds the usage
 // of its turns to usage_daily in the same statement, so that deleting a
 // session never shrinks the tenant's usage report (usage.go). The INSERT
 // reads the turns as they were before the DELETE cascades to them.
 const sessionDeleteSQL = `
 	WITH gone AS (
-		DELETE FROM sessions WHERE tenant_id = $1 AND id = $2
+		DELETE FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)
 		RETURNING active_turn_id, agent_name
 	), rolled AS (
 		INSERT INTO usage_daily AS u (tenant_id, day, agent_name, turns, input_tokens, output_tokens)
@@ -330,7 +364,13 @@ const sessionDeleteSQL = `
 // the id of the turn that held the session's claim, if any, so the caller
 // can stop it.
 func (s *Store) SessionDelete(ctx context.Context, tenantID, id string) (activeTurnID string, err error) {
-	err = s.pool.QueryRow(ctx, sessionDeleteSQL, tenantID, id).Scan(&activeTurnID)
+	return s.SessionDeleteOwned(ctx, tenantID, "", id)
+}
+
+// SessionDeleteOwned is SessionDelete of a session owned by owner ("" for
+// any owner); ErrNotFound for another's.
+func (s *Store) SessionDeleteOwned(ctx context.Context, tenantID, owner, id string) (activeTurnID string, err error) {
+	err = s.pool.QueryRow(ctx, sessionDeleteSQL, tenantID, id, owner).Scan(&activeTurnID)
 	if err != nil {
 		return "", fmt.Errorf("delete session %s: %w", id, interpretError(err))
 	}

@@ -98,6 +98,10 @@ type TurnBeginParams struct {
 	Stream aap.StreamMode
 	// Owner is the instance id of the process that will run the turn.
 	Owner int32
+	// SessionOwner confines the turn to a session of this end user ("" for
+	// any): another's session is ErrNotFound, found in the claim's own
+	// read, at no extra round trip.
+	SessionOwner string
 	// Lease is how long the claim holds without a heartbeat.
 	Lease time.Duration
 	// IdempotencyKey, when set, makes a retry with the same key and request
@@ -170,7 +174,8 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 	read.Queue(`SELECT `+sessionColumns+`, last_seq, compaction_version,
 			lease_expires_at IS NULL OR lease_expires_at < now(),
 			lease_owner IS NULL OR NOT aapd_instance_alive(lease_owner)
-		FROM sessions WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, p.TenantID, p.SessionID)
+		FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3) FOR UPDATE`,
+		p.TenantID, p.SessionID, p.SessionOwner)
 	if p.IdempotencyKey != "" {
 		read.Queue(`SELECT `+turnColumns+`, request_hash FROM turns
 			WHERE tenant_id = $1 AND session_id = $2 AND idempotency_key = $3`, p.TenantID, p.SessionID, p.IdempotencyKey)
@@ -525,8 +530,16 @@ func (s *Store) TurnsHeartbeat(ctx context.Context, refs []TurnRef, lease time.D
 
 // TurnGet loads a turn of a session of the tenant.
 func (s *Store) TurnGet(ctx context.Context, tenantID, sessionID, turnID string) (Turn, error) {
+	return s.TurnGetOwned(ctx, tenantID, "", sessionID, turnID)
+}
+
+// TurnGetOwned loads a turn of a session of the tenant owned by owner (""
+// for any owner); ErrNotFound for a turn of another's session.
+func (s *Store) TurnGetOwned(ctx context.Context, tenantID, owner, sessionID, turnID string) (Turn, error) {
 	t, err := scanTurn(s.pool.QueryRow(ctx, `SELECT `+turnColumns+` FROM turns
-		WHERE tenant_id = $1 AND session_id = $2 AND id = $3`, tenantID, sessionID, turnID))
+		WHERE tenant_id = $1 AND session_id = $2 AND id = $3
+		  AND ($4 = '' OR EXISTS (SELECT 1 FROM sessions s WHERE s.tenant_id = $1 AND s.id = $2 AND s.owner = $4))`,
+		tenantID, sessionID, turnID, owner))
 	if err != nil {
 		return Turn{}, fmt.Errorf("load turn %s: %w", turnID, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/store/storetest"
 )
@@ -29,7 +30,7 @@ func seedSession(b *testing.B, s *testServer, tenantID string, n int) string {
 	b.Helper()
 	ctx := context.Background()
 	sid := seedMessages(b, s.Store, tenantID, n)
-	if _, err := s.Runner.Compact(ctx, tenantID, sid); err != nil {
+	if _, err := s.Runner.Compact(ctx, agents.CompactParams{TenantID: tenantID, SessionID: sid}); err != nil {
 		b.Fatal(err)
 	}
 	// The steady state of a long conversation: autovacuum has cleared what

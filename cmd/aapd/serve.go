@@ -15,6 +15,7 @@ import (
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/agents/agentconfig"
 	"github.com/aapd/aapd/agents/echo"
+	"github.com/aapd/aapd/auth"
 	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/store"
 )
@@ -48,6 +49,9 @@ type Config struct {
 	// AgentsFile is the agents configuration file; empty for the echo
 	// agent alone.
 	AgentsFile string
+	// JWKSMinRefresh is the least time between two fetches of an issuer's
+	// key set caused by tokens naming a kid it lacks.
+	JWKSMinRefresh time.Duration
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
@@ -83,6 +87,8 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 	f.fromEnv("encryption-key", "AAPD_ENCRYPTION_KEY")
 	f.StringVar(&cfg.AgentsFile, "config", "", "agents configuration file (YAML, docs/agents.md); without one, the echo agent alone")
 	f.fromEnv("config", "AAPD_CONFIG")
+	f.DurationVar(&cfg.JWKSMinRefresh, "jwks-min-refresh", auth.DefaultJWKSMinRefresh, "least time between two fetches of an issuer's key set caused by tokens with an unknown kid")
+	f.fromEnv("jwks-min-refresh", "AAPD_JWKS_MIN_REFRESH")
 	f.BoolVar(&cfg.Dev, "dev", false, "development mode: create a \"dev\" tenant and print a fresh API key for it")
 	f.fromEnv("dev", "AAPD_DEV")
 	level := f.String("log-level", "info", "debug, info, warn or error")
@@ -114,6 +120,9 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	if cfg.Workers < 1 || cfg.Lease < time.Second || cfg.DrainTimeout < 0 || cfg.MaxBodyBytes < 1024 || cfg.KeepAlive < 100*time.Millisecond {
 		return Config{}, &usageError{"--workers must be at least 1, --turn-lease at least 1s, --drain-timeout not negative, --max-body-bytes at least 1024, --sse-keepalive at least 100ms"}
+	}
+	if cfg.JWKSMinRefresh < time.Second {
+		return Config{}, &usageError{"--jwks-min-refresh must be at least 1s"}
 	}
 	if (cfg.DBMaxConns != 0 && cfg.DBMaxConns < 2) || cfg.ShutdownDelay < 0 {
 		return Config{}, &usageError{"--db-max-conns must be at least 2 (or 0, to size it from --workers), --shutdown-delay not negative"}
@@ -229,11 +238,13 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 		MetaRequiresAuth: m.cfg.MetaRequiresAuth, CORSOrigins: m.cfg.CORSOrigins,
 		MaxBodyBytes: m.cfg.MaxBodyBytes, KeepAlive: m.cfg.KeepAlive, Logger: m.log,
 		BodyTimeout: m.cfg.BodyTimeout, AdminToken: m.cfg.AdminToken, SeparateMetrics: m.cfg.MetricsAddr != "",
+		Tokens: auth.VerifierConfig{JWKSMinRefresh: m.cfg.JWKSMinRefresh},
 	})
 	// The instance marks this process alive for the claims of its turns,
-	// and brings other processes' cancel requests and key revocations.
+	// and brings other processes' cancel requests, key revocations and
+	// removals of token issuers.
 	if m.Instance, err = m.Store.StartInstance(ctx, store.InstanceParams{
-		Channels: []string{store.CancelChannel, store.KeyRevokedChannel},
+		Channels: []string{store.CancelChannel, store.KeyRevokedChannel, store.IssuerChangedChannel},
 		OnNotify: func(n store.Notification) {
 			m.Runner.Notify(n)
 			m.API.Notify(n)
