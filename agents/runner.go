@@ -37,7 +37,7 @@ type RunnerConfig struct {
 	Workers int
 	// MaxRunningTurns returns how many turns the tenant may run at once in
 	// this process (0: no limit). Nil means no tenant has a limit.
-	MaxRunningTurns func(ctx context.Context, tenantID string) (int, error)
+	MaxRunningTurns func(ctx context.Context, tenantID string) int
 	// Lease is how long a claim holds without a heartbeat; heartbeats come
 	// every third of it.
 	Lease time.Duration
@@ -147,10 +147,7 @@ func (r *Runner) Start(ctx context.Context, p StartParams) (*Handle, error) {
 	}
 	maxRunning := 0
 	if r.cfg.MaxRunningTurns != nil {
-		var err error
-		if maxRunning, err = r.cfg.MaxRunningTurns(ctx, p.TenantID); err != nil {
-			return nil, fmt.Errorf("running turns limit of tenant %s: %w", p.TenantID, err)
-		}
+		maxRunning = r.cfg.MaxRunningTurns(ctx, p.TenantID)
 	}
 	release, err := r.admit.admit(p.TenantID, maxRunning)
 	if err != nil {
