@@ -15,6 +15,19 @@ var (
 	ErrOverFairShare = errors.New("every turn worker is busy and the tenant holds at least its fair share of them")
 )
 
+// TurnLimitError is ErrTooManyTurns with the limit in force here.
+type TurnLimitError struct {
+	// Limit is the turns the tenant may run at once in this process.
+	Limit int
+}
+
+func (e *TurnLimitError) Error() string {
+	return fmt.Sprintf("the tenant runs %d turns here, as many as its limit allows", e.Limit)
+}
+
+// Is makes a *TurnLimitError match ErrTooManyTurns.
+func (e *TurnLimitError) Is(target error) bool { return target == ErrTooManyTurns }
+
 // admission decides whether a turn may start in this process, and counts
 // the turns it let start, in all and by tenant.
 //
@@ -51,7 +64,7 @@ func (a *admission) admit(tenantID string, maxRunning int) (release func(), err 
 	defer a.mu.Unlock()
 	mine := a.byTenant[tenantID]
 	if maxRunning > 0 && mine >= maxRunning {
-		return nil, fmt.Errorf("%w (%d here)", ErrTooManyTurns, maxRunning)
+		return nil, &TurnLimitError{Limit: maxRunning}
 	}
 	if a.total >= a.workers {
 		others := len(a.byTenant)

@@ -6,8 +6,11 @@ import "context"
 type Principal struct {
 	TenantID string
 	// KeyID is the public id of the API key used.
-	KeyID  string
-	Scopes []string
+	KeyID string
+	// Subject is the end user a token acts for (its sub claim); empty for
+	// an API key.
+	Subject string
+	Scopes  []string
 }
 
 type principalKey struct{}

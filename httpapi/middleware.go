@@ -147,7 +147,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		} else {
 			h.Set("Access-Control-Allow-Origin", origin)
 		}
-		h.Set("Access-Control-Expose-Headers", "Aapd-Turn-Id, Retry-After, Location, X-Request-Id, Idempotent-Replayed")
+		h.Set("Access-Control-Expose-Headers", "Aapd-Turn-Id, Retry-After, Location, X-Request-Id, Idempotent-Replayed, RateLimit, RateLimit-Policy")
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
 			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Idempotency-Key, Last-Event-ID, X-Request-Id")

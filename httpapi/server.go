@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/aapd/aapd/agents"
+	"github.com/aapd/aapd/quota"
 	"github.com/aapd/aapd/store"
 )
 
@@ -42,8 +43,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// KeepAlive is the idle time after which a stream sends a comment.
 	KeepAlive time.Duration
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// Limits are the tenants' limits (docs/limits.md); nil for none.
+	Limits *quota.Limits
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Server is aapd's HTTP API.
@@ -56,6 +59,7 @@ type Server struct {
 	keys    *keyCache
 	handler http.Handler
 	keyUses *keyUses // when API keys were last used (keyuse.go)
+	rates   *quota.RateLimiter
 }
 
 // New returns a server ready to serve.
@@ -73,7 +77,7 @@ func New(cfg Config) *Server {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, metrics: newMetrics(cfg.Runner.Running), drain: newDrainState(),
-		keys: newKeyCache(cfg.Now)}
+		keys: newKeyCache(cfg.Now), rates: quota.NewRateLimiter(cfg.Now)}
 	s.keyUses = newKeyUses(cfg.Store.APIKeyTouch, cfg.Now, cfg.Logger)
 	s.handler = s.cors(s.observe(s.routes()))
 	return s
@@ -107,7 +111,7 @@ func (s *Server) routes() http.Handler {
 	r.Handle("/meta", meta).Methods(http.MethodGet)
 
 	api := r.NewRoute().Subrouter()
-	api.Use(s.authenticate)
+	api.Use(s.authenticate, s.limitRate)
 	api.Handle("/sessions", s.handle(s.listSessions)).Methods(http.MethodGet)
 	api.Handle("/sessions", s.handle(s.createSession)).Methods(http.MethodPost)
 	api.Handle("/sessions/{id}", s.handle(s.getSession)).Methods(http.MethodGet)
