@@ -43,10 +43,11 @@ type Config struct {
 	MaxBodyBytes int64
 	// KeepAlive is the idle time after which a stream sends a comment.
 	KeepAlive time.Duration
+	Logger    *slog.Logger
+	Now       func() time.Time
+
 	// Limits are the tenants' limits (docs/limits.md); nil for none.
 	Limits *quota.Limits
-	Logger *slog.Logger
-	Now    func() time.Time
 }
 
 // Server is aapd's HTTP API.
