@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"strconv"
@@ -190,4 +191,25 @@ func sendUntilRefused(t *testing.T, c *client) response {
 	}
 	t.Fatal("100 requests in a row passed a limit of a few per second")
 	return response{}
+}
+
+// The default limits come from flags or the environment; none by default.
+func TestServeLimitFlags(t *testing.T) {
+	clearServeEnv(t)
+	db := []string{"--database-url", "postgres://x/y"}
+	cfg, err := parseServeFlags(db, &bytes.Buffer{})
+	if err != nil || cfg.Limits != (store.TenantLimits{}) {
+		t.Fatalf("defaults: %+v, %v", cfg.Limits, err)
+	}
+	t.Setenv("AAPD_RATE_LIMIT", "2.5")
+	t.Setenv("AAPD_RATE_BURST", "5")
+	t.Setenv("AAPD_MAX_RUNNING_TURNS", "4")
+	cfg, err = parseServeFlags(append(db, "--max-running-turns", "6"), &bytes.Buffer{})
+	if want := (store.TenantLimits{RequestsPerSecond: 2.5, Burst: 5, MaxRunningTurns: 6}); err != nil || cfg.Limits != want {
+		t.Fatalf("from the environment and flags: %+v, %v; want %+v", cfg.Limits, err, want)
+	}
+	for _, bad := range [][]string{{"--rate-limit", "-1"}, {"--rate-limit", "NaN"}, {"--rate-burst", "-2"}, {"--max-running-turns", "-1"}} {
+		_, err := parseServeFlags(append(db, bad...), &bytes.Buffer{})
+		cliResult{err: err}.failed(t, 2, bad[0])
+	}
 }
