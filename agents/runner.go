@@ -32,8 +32,12 @@ type RunnerConfig struct {
 	// Owner returns this process's instance id, recorded on the claims of
 	// the turns it runs.
 	Owner func() int32
-	// Workers bounds the turns running at once in this process.
+	// Workers bounds the turns running at once in this process; a tenant
+	// below its fair share may overcommit it, up to twice (admission.go).
 	Workers int
+	// MaxRunningTurns returns how many turns the tenant may run at once in
+	// this process (0: no limit). Nil means no tenant has a limit.
+	MaxRunningTurns func(ctx context.Context, tenantID string) int
 	// Lease is how long a claim holds without a heartbeat; heartbeats come
 	// every third of it.
 	Lease time.Duration
@@ -51,7 +55,7 @@ type Runner struct {
 	cfg   RunnerConfig
 	store *store.Store
 	log   *slog.Logger
-	slots chan struct{}
+	admit *admission
 	cache *historyCache
 
 	// life is cancelled when the runner stops for good: at the end of
@@ -95,7 +99,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	life, end := context.WithCancelCause(context.Background())
 	return &Runner{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger,
-		slots: make(chan struct{}, cfg.Workers), cache: newHistoryCache(),
+		admit: newAdmission(cfg.Workers), cache: newHistoryCache(),
 		life: life, endLife: end,
 		running: map[string]*activeTurn{}, beatDone: make(chan struct{}),
 	}
@@ -136,20 +140,24 @@ type startOutcome struct {
 // turn to its end. It returns once the claim is decided: *aap.Error for a
 // request that breaks a protocol rule, *store.TurnRunningError while
 // another turn runs, store.ErrNotFound for an unknown session,
-// ErrOverloaded when every worker is busy. If ctx ends first, Start returns
-// its error and the worker goes on: a turn claimed is run.
+// ErrTooManyTurns when the tenant runs as many turns as it may,
+// ErrOverFairShare or ErrOverloaded when every worker is busy (see
+// admission). If ctx ends first, Start returns its error and the worker
+// goes on: a turn claimed is run.
 func (r *Runner) Start(ctx context.Context, p StartParams) (*Handle, error) {
 	if r.stopping.Load() {
 		return nil, ErrShutdown
 	}
-	select {
-	case r.slots <- struct{}{}:
-	default:
-		return nil, ErrOverloaded
+	maxRunning := 0
+	if r.cfg.MaxRunningTurns != nil {
+		maxRunning = r.cfg.MaxRunningTurns(ctx, p.TenantID)
+	}
+	release, err := r.admit.admit(p.TenantID, maxRunning)
+	if err != nil {
+		return nil, err
 	}
 	r.heartbeat.Do(func() { go r.heartbeatLoop() })
 	started := make(chan startOutcome, 1)
-	release := sync.OnceFunc(func() { <-r.slots })
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()

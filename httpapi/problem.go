@@ -50,6 +50,9 @@ var (
 	probCompacting   = kind{"compaction-conflict", "The session is being compacted", http.StatusConflict}
 	probTooLarge     = kind{"payload-too-large", "Request body too large", http.StatusRequestEntityTooLarge}
 	probIdempotency  = kind{"idempotency-key-reused", "Idempotency key reused", http.StatusUnprocessableEntity}
+	probRateLimited  = kind{"rate-limited", "Too many requests", http.StatusTooManyRequests}
+	probTurnLimit    = kind{"running-turns-limit", "Too many running turns", http.StatusTooManyRequests}
+	probFairShare    = kind{"fair-share", "Over the fair share of busy workers", http.StatusTooManyRequests}
 	probOverloaded   = kind{"overloaded", "Server busy", http.StatusServiceUnavailable}
 	probUnavailable  = kind{"unavailable", "Service unavailable", http.StatusServiceUnavailable}
 	probInternal     = kind{"internal", "Internal server error", http.StatusInternalServerError}
@@ -69,11 +72,12 @@ func (k kind) with(format string, args ...any) *Problem {
 // sees. Errors it does not know are internal: logged, never shown.
 func toProblem(err error) (p *Problem, internal bool) {
 	var (
-		prob    *Problem
-		aapErr  *aap.Error
-		running *store.TurnRunningError
-		tooBig  *http.MaxBytesError
-		slow    *bodyTimeoutError
+		prob      *Problem
+		aapErr    *aap.Error
+		running   *store.TurnRunningError
+		tooBig    *http.MaxBytesError
+		slow      *bodyTimeoutError
+		turnLimit *agents.TurnLimitError
 	)
 	switch {
 	case errors.As(err, &prob):
@@ -102,6 +106,14 @@ func toProblem(err error) (p *Problem, internal bool) {
 		return probIdempotency.with("this Idempotency-Key was used with a different request body; use a new key for a new request"), false
 	case errors.Is(err, agents.ErrUnknownAgent):
 		return probInvalid.with("%s", err.Error()), false
+	case errors.As(err, &turnLimit):
+		p = probTurnLimit.with("this tenant already runs %d turns on this replica, as many as its limit allows; retry when one has ended", turnLimit.Limit)
+		p.retryAfter = 1
+		return p, false
+	case errors.Is(err, agents.ErrOverFairShare):
+		p = probFairShare.with("every turn worker is busy and this tenant already holds its fair share of them; retry shortly")
+		p.retryAfter = 1
+		return p, false
 	case errors.Is(err, agents.ErrOverloaded):
 		p = probOverloaded.with("every turn worker is busy; retry shortly")
 		p.retryAfter = 2

@@ -18,6 +18,7 @@ import (
 
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/auth"
+	"github.com/aapd/aapd/quota"
 	"github.com/aapd/aapd/store"
 )
 
@@ -59,6 +60,9 @@ type Config struct {
 	Tokens auth.VerifierConfig
 	Logger *slog.Logger
 	Now    func() time.Time
+
+	// Limits are the tenants' limits (docs/limits.md); nil for none.
+	Limits *quota.Limits
 }
 
 // Server is aapd's HTTP API.
@@ -72,6 +76,7 @@ type Server struct {
 	tokens  *auth.Verifier
 	handler http.Handler
 	keyUses *keyUses // when API keys were last used (keyuse.go)
+	rates   *quota.RateLimiter
 }
 
 // New returns a server ready to serve.
@@ -92,7 +97,7 @@ func New(cfg Config) *Server {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, metrics: newMetrics(cfg.Runner.Running), drain: newDrainState(),
-		keys: newKeyCache(cfg.Now)}
+		keys: newKeyCache(cfg.Now), rates: quota.NewRateLimiter(cfg.Now)}
 	s.keyUses = newKeyUses(cfg.Store.APIKeyTouch, cfg.Now, cfg.Logger)
 	tokens := cfg.Tokens
 	if tokens.Find == nil {
@@ -143,7 +148,7 @@ func (s *Server) routes() http.Handler {
 	// that changes a session needs sessions:write.
 	const read, write = auth.ScopeSessionsRead, auth.ScopeSessionsWrite
 	api := r.NewRoute().Subrouter()
-	api.Use(s.authenticate)
+	api.Use(s.authenticate, s.limitRate)
 	api.Handle("/sessions", s.need(read, s.listSessions)).Methods(http.MethodGet)
 	api.Handle("/sessions", s.need(write, s.createSession)).Methods(http.MethodPost)
 	api.Handle("/sessions/{id}", s.need(read, s.getSession)).Methods(http.MethodGet)

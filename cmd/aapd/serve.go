@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/aapd/aapd/agents/echo"
 	"github.com/aapd/aapd/auth"
 	"github.com/aapd/aapd/httpapi"
+	"github.com/aapd/aapd/quota"
 	"github.com/aapd/aapd/store"
 )
 
@@ -52,6 +54,9 @@ type Config struct {
 	// JWKSMinRefresh is the least time between two fetches of an issuer's
 	// key set caused by tokens naming a kid it lacks.
 	JWKSMinRefresh time.Duration
+	// Limits are the default limits of a tenant without its own
+	// (docs/limits.md); zero fields are no limit.
+	Limits store.TenantLimits
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
@@ -70,6 +75,12 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 	f.fromEnv("cors-origins", "AAPD_CORS_ORIGINS")
 	f.IntVar(&cfg.Workers, "workers", 64, "turns that may run at once in this process")
 	f.fromEnv("workers", "AAPD_WORKERS")
+	f.Float64Var(&cfg.Limits.RequestsPerSecond, "rate-limit", 0, "default requests per second a tenant may send, across replicas (0: unlimited)")
+	f.fromEnv("rate-limit", "AAPD_RATE_LIMIT")
+	f.IntVar(&cfg.Limits.Burst, "rate-burst", 0, "default burst of requests above the rate a tenant may send (0: the rate, rounded up)")
+	f.fromEnv("rate-burst", "AAPD_RATE_BURST")
+	f.IntVar(&cfg.Limits.MaxRunningTurns, "max-running-turns", 0, "default turns a tenant may run at once, across replicas (0: unlimited)")
+	f.fromEnv("max-running-turns", "AAPD_MAX_RUNNING_TURNS")
 	f.IntVar(&cfg.DBMaxConns, "db-max-conns", 0, "largest number of database connections this process opens (0: sized from --workers)")
 	f.fromEnv("db-max-conns", "AAPD_DB_MAX_CONNS")
 	f.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", 5*time.Second, "on shutdown, how long to keep serving with /readyz failing before closing the listener")
@@ -124,6 +135,10 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 	if cfg.JWKSMinRefresh < time.Second {
 		return Config{}, &usageError{"--jwks-min-refresh must be at least 1s"}
 	}
+	if cfg.Limits.RequestsPerSecond < 0 || math.IsNaN(cfg.Limits.RequestsPerSecond) || math.IsInf(cfg.Limits.RequestsPerSecond, 0) ||
+		cfg.Limits.Burst < 0 || cfg.Limits.MaxRunningTurns < 0 {
+		return Config{}, &usageError{"--rate-limit, --rate-burst and --max-running-turns must be finite and not negative (0: unlimited)"}
+	}
 	if (cfg.DBMaxConns != 0 && cfg.DBMaxConns < 2) || cfg.ShutdownDelay < 0 {
 		return Config{}, &usageError{"--db-max-conns must be at least 2 (or 0, to size it from --workers), --shutdown-delay not negative"}
 	}
@@ -169,6 +184,7 @@ type Main struct {
 	Store    *store.Store
 	Instance *store.Instance
 	Runner   *agents.Runner
+	Limits   *quota.Limits
 	API      *httpapi.Server
 	agents   *agentconfig.Loaded
 	http     *http.Server
@@ -229,12 +245,13 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	m.Limits = quota.New(quota.Config{Source: m.Store, Defaults: m.cfg.Limits, Logger: m.log})
 	m.Runner = agents.NewRunner(agents.RunnerConfig{
 		Store: m.Store, Agents: registry, Owner: func() int32 { return m.Instance.ID() },
-		Workers: m.cfg.Workers, Lease: m.cfg.Lease, Logger: m.log,
+		Workers: m.cfg.Workers, Lease: m.cfg.Lease, Logger: m.log, MaxRunningTurns: m.Limits.MaxRunningTurns,
 	})
 	m.API = httpapi.New(httpapi.Config{
-		Store: m.Store, Agents: registry, Runner: m.Runner,
+		Store: m.Store, Agents: registry, Runner: m.Runner, Limits: m.Limits,
 		MetaRequiresAuth: m.cfg.MetaRequiresAuth, CORSOrigins: m.cfg.CORSOrigins,
 		MaxBodyBytes: m.cfg.MaxBodyBytes, KeepAlive: m.cfg.KeepAlive, Logger: m.log,
 		BodyTimeout: m.cfg.BodyTimeout, AdminToken: m.cfg.AdminToken, SeparateMetrics: m.cfg.MetricsAddr != "",
@@ -242,12 +259,13 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 	})
 	// The instance marks this process alive for the claims of its turns,
 	// and brings other processes' cancel requests, key revocations and
-	// removals of token issuers.
+	// removals of token issuers and limit changes.
 	if m.Instance, err = m.Store.StartInstance(ctx, store.InstanceParams{
-		Channels: []string{store.CancelChannel, store.KeyRevokedChannel, store.IssuerChangedChannel},
+		Channels: []string{store.CancelChannel, store.KeyRevokedChannel, store.IssuerChangedChannel, store.LimitsChangedChannel},
 		OnNotify: func(n store.Notification) {
 			m.Runner.Notify(n)
 			m.API.Notify(n)
+			m.Limits.Notify(n)
 		},
 	}); err != nil {
 		return err

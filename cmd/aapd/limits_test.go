@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aapd/aapd/httpapi"
+	"github.com/aapd/aapd/store"
+	"github.com/aapd/aapd/store/storetest"
+)
+
+// Quotas and fairness (docs/limits.md), against a real server. Nothing
+// here asserts a duration: a request over a limit is found by sending
+// until one is refused, within a count no slow machine can stretch past
+// the refill.
+
+// slowTurn is a turn that runs until it is cancelled: its stream is open
+// and its turn admitted when it returns.
+type slowTurn struct {
+	c      *client
+	sid    string
+	turnID string
+	res    *http.Response
+}
+
+// startSlowTurn opens a streaming turn of the echo agent that would take
+// minutes; the test cancels it when it ends.
+func (c *client) startSlowTurn() *slowTurn {
+	c.t.Helper()
+	sid := c.echoSession(nil)
+	res := c.openStream(sid, streamUser("delta", slowWords(3000, 50)))
+	if res.StatusCode != http.StatusOK {
+		res.Body.Close()
+		c.t.Fatalf("slow turn: status %d", res.StatusCode)
+	}
+	st := &slowTurn{c: c, sid: sid, turnID: res.Header.Get(httpapi.TurnIDHeader), res: res}
+	c.t.Cleanup(st.stop)
+	return st
+}
+
+// stop cancels the turn and waits for its end.
+func (st *slowTurn) stop() {
+	if st.res == nil {
+		return
+	}
+	st.c.do("POST", "/sessions/"+st.sid+"/turns/"+st.turnID+"/cancel", nil)
+	st.res.Body.Close()
+	st.res = nil
+	st.c.waitTurn(st.sid, st.turnID)
+}
+
+// checkRetryAfter asserts a whole number of seconds of at least one.
+func checkRetryAfter(t *testing.T, r response) {
+	t.Helper()
+	if n, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || n < 1 {
+		t.Errorf("Retry-After = %q, want whole seconds ≥ 1", r.Header.Get("Retry-After"))
+	}
+}
+
+// Tenant A fills every worker; B's turns still start, up to its fair
+// share, while A's next turn is refused with 429. Alone, A meets a full
+// server: 503.
+func TestFairShareOfBusyWorkers(t *testing.T) {
+	const workers = 4
+	s := startServer(t, func(c *Config) { c.Workers = workers })
+	a, b := s.newTenant(t), s.newTenant(t)
+	for range workers {
+		a.startSlowTurn()
+	}
+	busy := a.do("POST", "/sessions/"+a.echoSession(nil)+"/turns", user("one more"))
+	if busy.expect(t, http.StatusServiceUnavailable).problem(t)["type"] != problemType("overloaded") {
+		t.Errorf("a lone tenant over the pool: %s, want the overloaded problem", busy.body)
+	}
+
+	b.startSlowTurn() // below its share of 2: admitted beyond the pool
+	if got := b.say(b.echoSession(nil), "hello").Messages[0].Content.PlainText(); got != "Echo: hello" {
+		t.Fatalf("B's turn answered %q", got)
+	}
+	over := a.do("POST", "/sessions/"+a.echoSession(nil)+"/turns", user("one more"))
+	checkProblem(t, over, http.StatusTooManyRequests, "fair-share")
+	checkRetryAfter(t, over)
+	// B at its share of 2 (one slow turn running, one more now): refused too.
+	bs := b.startSlowTurn()
+	checkProblem(t, b.do("POST", "/sessions/"+b.echoSession(nil)+"/turns", user("third")), http.StatusTooManyRequests, "fair-share")
+	bs.stop()
+}
+
+// maxRunningTurns refuses a tenant's turn beyond it with 429, and only
+// that tenant's.
+func TestMaxRunningTurns(t *testing.T) {
+	s := startServer(t, func(c *Config) {
+		c.DatabaseURL = storetest.NewDatabase(t) // the only replica: the whole limit is its
+		c.Limits.MaxRunningTurns = 1
+	})
+	a, b := s.newTenant(t), s.newTenant(t)
+	running := a.startSlowTurn()
+	sid := a.echoSession(nil)
+	r := a.do("POST", "/sessions/"+sid+"/turns", user("second"))
+	checkProblem(t, r, http.StatusTooManyRequests, "running-turns-limit")
+	checkRetryAfter(t, r)
+	b.say(b.echoSession(nil), "mine is free")
+
+	running.stop()
+	waitFor(t, "A's turn to be admitted again", 10*time.Second, func() bool {
+		return a.do("POST", "/sessions/"+sid+"/turns", user("now")).StatusCode == http.StatusOK
+	})
+}
+
+// A burst over the rate gets 429 with Retry-After and the RateLimit
+// headers, which successful requests carry too; another tenant's budget is
+// untouched; a second key of the tenant shares its budget and is held to
+// its own share of it.
+func TestRateLimit(t *testing.T) {
+	s := startServer(t, func(c *Config) {
+		c.DatabaseURL = storetest.NewDatabase(t)
+		c.Limits.RequestsPerSecond, c.Limits.Burst = 1, 3
+	})
+	a, tn := s.newTenantWithID(t)
+	b := s.newTenant(t)
+	for i := range 3 {
+		r := a.do("GET", "/sessions", nil).expect(t, http.StatusOK)
+		if got, want := r.Header.Get("RateLimit-Policy"), `"tenant";q=3;w=3`; got != want {
+			t.Fatalf("request %d: RateLimit-Policy %q, want %q", i, got, want)
+		}
+		if got := r.Header.Get("RateLimit"); !strings.HasPrefix(got, `"tenant";r=`) || !strings.Contains(got, ";t=") {
+			t.Fatalf("request %d: RateLimit %q", i, got)
+		}
+	}
+	refused := sendUntilRefused(t, a)
+	checkProblem(t, refused, http.StatusTooManyRequests, "rate-limited")
+	checkRetryAfter(t, refused)
+	if got := refused.Header.Get("RateLimit"); !strings.HasPrefix(got, `"tenant";r=0;t=`) {
+		t.Errorf("refused: RateLimit %q, want r=0", got)
+	}
+
+	b.do("GET", "/sessions", nil).expect(t, http.StatusOK)
+
+	key, err := createKey(context.Background(), s.Store, tn.ID, "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := &client{t: t, base: s.base, key: key.Secret}
+	r := sendUntilRefused(t, second) // the tenant's bucket is shared
+	if got := r.Header.Get("RateLimit-Policy"); !strings.Contains(got, `"principal";q=`) {
+		t.Errorf("two keys active: RateLimit-Policy %q lacks the principal's share", got)
+	}
+}
+
+// A change of a tenant's limits applies at once, without a restart: the
+// notification reaches the server long before its cache's TTL.
+func TestLimitChangeAppliesWithoutRestart(t *testing.T) {
+	s := startServer(t, func(c *Config) { c.DatabaseURL = storetest.NewDatabase(t) })
+	a, tn := s.newTenantWithID(t)
+	ctx := context.Background()
+	if r := a.do("GET", "/sessions", nil).expect(t, http.StatusOK); r.Header.Get("RateLimit") != "" {
+		t.Fatalf("unlimited tenant got RateLimit %q", r.Header.Get("RateLimit"))
+	}
+	if _, err := s.Store.TenantSetLimits(ctx, tn.ID, store.TenantLimits{RequestsPerSecond: 1, Burst: 2}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new limit to apply", 10*time.Second, func() bool {
+		return a.do("GET", "/sessions", nil).Header.Get("RateLimit-Policy") == `"tenant";q=2;w=2`
+	})
+	checkProblem(t, sendUntilRefused(t, a), http.StatusTooManyRequests, "rate-limited")
+
+	if _, err := s.Store.TenantSetLimits(ctx, tn.ID, store.TenantLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the limit to be lifted", 10*time.Second, func() bool {
+		r := a.do("GET", "/sessions", nil)
+		return r.StatusCode == http.StatusOK && r.Header.Get("RateLimit") == ""
+	})
+}
+
+// sendUntilRefused sends requests until one is refused with 429 and
+// returns it. At a rate of a few per second, 100 requests cannot all pass
+// however slow the machine.
+func sendUntilRefused(t *testing.T, c *client) response {
+	t.Helper()
+	for range 100 {
+		r := c.do("GET", "/sessions", nil)
+		if r.StatusCode == http.StatusTooManyRequests {
+			return r
+		}
+		r.expect(t, http.StatusOK)
+	}
+	t.Fatal("100 requests in a row passed a limit of a few per second")
+	return response{}
+}
+
+// The default limits come from flags or the environment; none by default.
+func TestServeLimitFlags(t *testing.T) {
+	clearServeEnv(t)
+	db := []string{"--database-url", "postgres://x/y"}
+	cfg, err := parseServeFlags(db, &bytes.Buffer{})
+	if err != nil || cfg.Limits != (store.TenantLimits{}) {
+		t.Fatalf("defaults: %+v, %v", cfg.Limits, err)
+	}
+	t.Setenv("AAPD_RATE_LIMIT", "2.5")
+	t.Setenv("AAPD_RATE_BURST", "5")
+	t.Setenv("AAPD_MAX_RUNNING_TURNS", "4")
+	cfg, err = parseServeFlags(append(db, "--max-running-turns", "6"), &bytes.Buffer{})
+	if want := (store.TenantLimits{RequestsPerSecond: 2.5, Burst: 5, MaxRunningTurns: 6}); err != nil || cfg.Limits != want {
+		t.Fatalf("from the environment and flags: %+v, %v; want %+v", cfg.Limits, err, want)
+	}
+	for _, bad := range [][]string{{"--rate-limit", "-1"}, {"--rate-limit", "NaN"}, {"--rate-burst", "-2"}, {"--max-running-turns", "-1"}} {
+		_, err := parseServeFlags(append(db, bad...), &bytes.Buffer{})
+		cliResult{err: err}.failed(t, 2, bad[0])
+	}
+}
