@@ -42,8 +42,12 @@ type Config struct {
 	MaxBodyBytes int64
 	// KeepAlive is the idle time after which a stream sends a comment.
 	KeepAlive time.Duration
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// Admin is the operator's API (httpapi/admin), served under /admin/v1/
+	// outside API-key authentication: it checks the operator token itself.
+	// Nil leaves /admin/v1 unknown (404).
+	Admin  http.Handler
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Server is aapd's HTTP API.
@@ -99,6 +103,10 @@ func (s *Server) routes() http.Handler {
 	r.Handle("/healthz", s.handle(s.healthz)).Methods(http.MethodGet)
 	r.Handle("/readyz", s.handle(s.readyz)).Methods(http.MethodGet)
 	r.Handle("/metrics", s.metrics.handler()).Methods(http.MethodGet)
+
+	if s.cfg.Admin != nil {
+		r.PathPrefix("/admin/v1/").Handler(s.cfg.Admin)
+	}
 
 	meta := s.handle(s.getMeta)
 	if s.cfg.MetaRequiresAuth {
