@@ -44,11 +44,13 @@ type Config struct {
 	// AgentsFile is the agents configuration file; empty for the echo
 	// agent alone.
 	AgentsFile string
+	// AdminToken opens the operator's API (/admin/v1, docs/admin.md) to
+	// its bearers; empty leaves that API off.
+	AdminToken string
 }
 
-func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
+func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	f := newFlagSet("serve", stderr)
-	var cfg Config
 	f.StringVar(&cfg.Addr, "addr", ":8080", "address to listen on")
 	f.fromEnv("addr", "AAPD_ADDR")
 	dbURL := databaseURLFlag(f)
@@ -80,6 +82,8 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 	f.fromEnv("config", "AAPD_CONFIG")
 	f.BoolVar(&cfg.Dev, "dev", false, "development mode: create a \"dev\" tenant and print a fresh API key for it")
 	f.fromEnv("dev", "AAPD_DEV")
+	adminTokenFile := f.String("admin-token-file", "", "file holding the operator token that opens the admin API at /admin/v1 (or put the token itself in $AAPD_ADMIN_TOKEN); without either, that API is off")
+	f.fromEnv("admin-token-file", "AAPD_ADMIN_TOKEN_FILE")
 	level := f.String("log-level", "info", "debug, info, warn or error")
 	f.fromEnv("log-level", "AAPD_LOG_LEVEL")
 	if err := f.parse(args); err != nil {
@@ -103,6 +107,9 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 			return Config{}, &usageError{"--encryption-key must be the base64 of exactly 32 bytes (openssl rand -base64 32)"}
 		}
 		cfg.EncryptionKey = b
+	}
+	if cfg.AdminToken, err = adminToken(*adminTokenFile); err != nil {
+		return Config{}, err
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return Config{}, &usageError{fmt.Sprintf("--log-level: %v", err)}
@@ -210,10 +217,15 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 		Store: m.Store, Agents: registry, Owner: func() int32 { return m.Instance.ID() },
 		Workers: m.cfg.Workers, Lease: m.cfg.Lease, Logger: m.log,
 	})
+	operator, err := m.adminHandler()
+	if err != nil {
+		return err
+	}
 	m.API = httpapi.New(httpapi.Config{
 		Store: m.Store, Agents: registry, Runner: m.Runner,
 		MetaRequiresAuth: m.cfg.MetaRequiresAuth, CORSOrigins: m.cfg.CORSOrigins,
 		MaxBodyBytes: m.cfg.MaxBodyBytes, KeepAlive: m.cfg.KeepAlive, Logger: m.log,
+		Admin: operator,
 	})
 	// The instance marks this process alive for the claims of its turns,
 	// and brings other processes' cancel requests and key revocations.

@@ -64,7 +64,7 @@ func (h *Handler) routes() *mux.Router {
 		return &Error{Kind: NotFound, Msg: "no such endpoint of the admin API"}
 	})
 	r.MethodNotAllowedHandler = http.HandlerFunc(h.methodNotAllowed)
-	a := r.PathPrefix(Prefix).Subrouter()
+	a := route{r}
 	a.Handle("/tenants", h.handle(h.createTenant)).Methods(http.MethodPost)
 	a.Handle("/tenants", h.handle(h.listTenants)).Methods(http.MethodGet)
 	a.Handle("/tenants/{name}", h.handle(h.getTenant)).Methods(http.MethodGet)
@@ -80,6 +80,12 @@ func (h *Handler) routes() *mux.Router {
 	a.Handle("/tenants/{name}/usage", h.handle(h.usage)).Methods(http.MethodGet)
 	return r
 }
+
+// route registers paths under Prefix. (Not a mux subrouter: through one,
+// a method a path does not take is a 404, not a 405.)
+type route struct{ r *mux.Router }
+
+func (a route) Handle(path string, h http.Handler) *mux.Route { return a.r.Handle(Prefix+path, h) }
 
 // ServeHTTP checks the operator token, then serves the request. Without
 // the token every path answers 401, so that no route's existence is told.
