@@ -16,6 +16,7 @@ import (
 	"github.com/aapd/aapd/agents/agentconfig"
 	"github.com/aapd/aapd/agents/echo"
 	"github.com/aapd/aapd/httpapi"
+	"github.com/aapd/aapd/httpapi/admin"
 	"github.com/aapd/aapd/store"
 )
 
@@ -258,25 +259,31 @@ func (m *Main) Addr() string { return m.ln.Addr().String() }
 // devKey makes sure the "dev" tenant exists and prints a new key for it,
 // revoking the keys earlier dev starts printed.
 func (m *Main) devKey(ctx context.Context, stderr io.Writer) error {
-	t, err := m.Store.TenantGetByName(ctx, "dev")
-	if errors.Is(err, store.ErrNotFound) {
-		t, err = m.Store.TenantCreate(ctx, "dev")
-	}
-	if err != nil {
+	svc := admin.NewService(admin.Config{Store: m.Store, Logger: m.log, Actor: "dev-mode", Notify: m.API.Notify})
+	if _, err := m.Store.TenantGetByName(ctx, "dev"); errors.Is(err, store.ErrNotFound) {
+		if _, err := svc.CreateTenant(ctx, "dev"); err != nil {
+			return err
+		}
+	} else if err != nil {
 		return err
 	}
-	old, err := m.Store.APIKeyList(ctx, t.ID)
-	if err != nil {
-		return err
-	}
-	for _, k := range old {
-		if k.Name == "dev-mode" && k.RevokedAt == nil {
-			if _, err := m.Store.APIKeyRevoke(ctx, t.ID, k.PublicID); err != nil {
-				return err
+	for cursor := ""; ; {
+		page, err := svc.ListKeys(ctx, "dev", cursor, admin.MaxPageLimit)
+		if err != nil {
+			return err
+		}
+		for _, k := range page.Keys {
+			if k.Label == "dev-mode" && k.RevokedAt == nil {
+				if _, err := svc.RevokeKey(ctx, "dev", k.ID); err != nil {
+					return err
+				}
 			}
 		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
 	}
-	key, err := createKey(ctx, m.Store, t.ID, "dev-mode")
+	key, err := svc.CreateKey(ctx, "dev", admin.KeyRequest{Label: "dev-mode"})
 	if err != nil {
 		return err
 	}
