@@ -19,7 +19,8 @@ import (
 // Config configures a Service.
 type Config struct {
 	Store *store.Store
-	// Logger receives the audit lines (msg "audit"), one per change.
+	// Logger receives the audit lines (msg "audit"), one per change,
+	// whatever its level, and the admin API's errors.
 	Logger *slog.Logger
 	// Actor says who makes the changes in audit lines: "admin-api" for the
 	// HTTP API, "cli" for the aapd command line.
@@ -35,6 +36,7 @@ type Config struct {
 type Service struct {
 	st     *store.Store
 	log    *slog.Logger
+	audits *slog.Logger // log, enabled at every level
 	actor  string
 	notify func(store.Notification)
 	now    func() time.Time
@@ -51,7 +53,8 @@ func NewService(cfg Config) *Service {
 	if cfg.Notify == nil {
 		cfg.Notify = func(store.Notification) {}
 	}
-	return &Service{st: cfg.Store, log: cfg.Logger, actor: cfg.Actor, notify: cfg.Notify, now: cfg.Now}
+	return &Service{st: cfg.Store, log: cfg.Logger, audits: slog.New(alwaysOn{cfg.Logger.Handler()}),
+		actor: cfg.Actor, notify: cfg.Notify, now: cfg.Now}
 }
 
 // ErrorKind says how an operation was refused.
@@ -119,8 +122,20 @@ func (s *Service) audit(ctx context.Context, action string, t store.Tenant, targ
 	if target != "" {
 		base = append(base, slog.String("target", target))
 	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "audit", append(base, attrs...)...)
+	s.audits.LogAttrs(ctx, slog.LevelInfo, "audit", append(base, attrs...)...)
 }
+
+// alwaysOn passes every record to its handler: an operator who quiets the
+// logs (--log-level warn) must not lose the audit trail with them.
+type alwaysOn struct{ slog.Handler }
+
+func (alwaysOn) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h alwaysOn) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return alwaysOn{h.Handler.WithAttrs(attrs)}
+}
+
+func (h alwaysOn) WithGroup(name string) slog.Handler { return alwaysOn{h.Handler.WithGroup(name)} }
 
 // Page sizes of the lists.
 const (
