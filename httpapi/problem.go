@@ -158,6 +158,12 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	_ = json.NewEncoder(w).Encode(p)
 }
 
+// WriteProblem writes p as application/problem+json, exactly as every
+// error of the API is written (request id, instance, WWW-Authenticate on a
+// 401). Front doors in sub-packages (httpapi/admin) use it, so that all of
+// aapd's errors have one shape.
+func WriteProblem(w http.ResponseWriter, r *http.Request, p *Problem) { writeProblem(w, r, p) }
+
 // handlerFunc is an HTTP handler that returns its error instead of writing it.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 

@@ -58,6 +58,10 @@ type Config struct {
 	// its Find, Now and Logger default to the store's issuers, Now and
 	// Logger.
 	Tokens auth.VerifierConfig
+	// Admin is the operator's API (httpapi/admin), served under /admin/v1/
+	// outside API-key authentication: it checks the operator token itself.
+	// Nil leaves /admin/v1 unknown (404).
+	Admin  http.Handler
 	Logger *slog.Logger
 	Now    func() time.Time
 
@@ -135,6 +139,10 @@ func (s *Server) routes() http.Handler {
 	r.Handle("/readyz", s.handle(s.readyz)).Methods(http.MethodGet)
 	if h := s.metricsRoute(); h != nil {
 		r.Handle("/metrics", h).Methods(http.MethodGet)
+	}
+
+	if s.cfg.Admin != nil {
+		r.PathPrefix("/admin/v1/").Handler(s.cfg.Admin)
 	}
 
 	meta := s.handle(s.getMeta)

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"text/tabwriter"
+	"log/slog"
 	"time"
 
-	"github.com/aapd/aapd/auth"
+	"github.com/aapd/aapd/httpapi/admin"
 	"github.com/aapd/aapd/store"
 )
+
+// The administration commands (tenants, keys, issuers, limits, usage) call
+// the same admin.Service as the admin HTTP API: one validation, one audit
+// line per change (on stderr, with actor "cli").
 
 func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlagSet("migrate", stderr)
@@ -42,172 +46,85 @@ func openStore(ctx context.Context, dbURL string) (*store.Store, error) {
 	return store.Open(ctx, store.Config{DatabaseURL: dbURL, MaxConns: 2})
 }
 
-func tenantsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return &usageError{"tenants: want \"create NAME\" or \"list\""}
+// adminCmd is what every administration command shares: its flags (the
+// database, and --tenant when it takes one), and the service it calls.
+type adminCmd struct {
+	*flagSet
+	name   string
+	dbURL  *string
+	tenant *string
+	stderr io.Writer
+	st     *store.Store
+}
+
+// newAdminCmd defines the flags of an administration command; withTenant
+// adds --tenant.
+func newAdminCmd(name string, withTenant bool, stderr io.Writer) *adminCmd {
+	c := &adminCmd{flagSet: newFlagSet(name, stderr), name: name, stderr: stderr}
+	c.dbURL = databaseURLFlag(c.flagSet)
+	if withTenant {
+		c.tenant = c.String("tenant", "", "tenant (team) name")
 	}
-	f := newFlagSet("tenants "+args[0], stderr)
-	dbURL := databaseURLFlag(f)
-	if err := f.parse(args[1:]); err != nil {
+	return c
+}
+
+// parse parses the command line, checks that --tenant is given and the
+// positional arguments number want.
+func (c *adminCmd) parse(args []string, want int, what string) error {
+	if err := c.flagSet.parse(args); err != nil {
 		return err
 	}
-	switch args[0] {
-	case "create":
-		if f.NArg() != 1 || f.Arg(0) == "" {
-			return &usageError{"tenants create: want exactly one NAME"}
+	if c.NArg() != want {
+		if want == 0 {
+			return c.noArgs()
 		}
-		st, err := openStore(ctx, *dbURL)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		t, err := st.TenantCreate(ctx, f.Arg(0))
-		if errors.Is(err, store.ErrConflict) {
-			return fmt.Errorf("tenant %q already exists", f.Arg(0))
-		}
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%s\t%s\n", t.ID, t.Name)
-		return nil
-	case "list":
-		if err := f.noArgs(); err != nil {
-			return err
-		}
-		st, err := openStore(ctx, *dbURL)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		list, err := st.TenantList(ctx)
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tCREATED")
-		for _, t := range list {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.UTC().Format(time.RFC3339))
-		}
-		return tw.Flush()
+		return &usageError{fmt.Sprintf("%s: want exactly one %s", c.name, what)}
 	}
-	return &usageError{fmt.Sprintf("tenants: unknown subcommand %q (want create or list)", args[0])}
+	if c.tenant != nil && *c.tenant == "" {
+		return &usageError{c.name + ": --tenant NAME is required"}
+	}
+	return nil
 }
 
-func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return &usageError{"keys: want create, list or revoke"}
-	}
-	f := newFlagSet("keys "+args[0], stderr)
-	dbURL := databaseURLFlag(f)
-	tenant := f.String("tenant", "", "tenant (team) name")
-	label := f.String("name", "", "a label for the key (create)")
-	if err := f.parse(args[1:]); err != nil {
-		return err
-	}
-	needTenant := func() error {
-		if *tenant == "" {
-			return &usageError{fmt.Sprintf("keys %s: --tenant NAME is required", args[0])}
-		}
-		return nil
-	}
-	switch args[0] {
-	case "create":
-		if err := needTenant(); err != nil {
-			return err
-		}
-		st, err := openStore(ctx, *dbURL)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		t, err := tenantByName(ctx, st, *tenant)
-		if err != nil {
-			return err
-		}
-		key, err := createKey(ctx, st, t.ID, *label)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "created API key %s for tenant %q; it is shown only this once:\n", key.PublicID, t.Name)
-		fmt.Fprintln(stdout, key.Secret)
-		return nil
-	case "list":
-		if err := needTenant(); err != nil {
-			return err
-		}
-		st, err := openStore(ctx, *dbURL)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		t, err := tenantByName(ctx, st, *tenant)
-		if err != nil {
-			return err
-		}
-		keys, err := st.APIKeyList(ctx, t.ID)
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tCREATED\tLAST USED\tREVOKED")
-		for _, k := range keys {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.PublicID, auth.KeyPrefix+k.PublicID+"_…", orDash(k.Name),
-				k.CreatedAt.UTC().Format(time.RFC3339), timeOrDash(k.LastUsedAt), timeOrDash(k.RevokedAt))
-		}
-		return tw.Flush()
-	case "revoke":
-		if f.NArg() != 1 {
-			return &usageError{"keys revoke: want exactly one key ID (see keys list)"}
-		}
-		st, err := openStore(ctx, *dbURL)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		k, err := st.APIKeyGetByPublicID(ctx, f.Arg(0))
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("no API key with id %q", f.Arg(0))
-		}
-		if err != nil {
-			return err
-		}
-		if _, err := st.APIKeyRevoke(ctx, k.TenantID, k.PublicID); err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "revoked API key %s\n", k.PublicID)
-		return nil
-	}
-	return &usageError{fmt.Sprintf("keys: unknown subcommand %q (want create, list or revoke)", args[0])}
-}
-
-func tenantByName(ctx context.Context, st *store.Store, name string) (store.Tenant, error) {
-	t, err := st.TenantGetByName(ctx, name)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Tenant{}, fmt.Errorf("no tenant named %q (see aapd tenants list)", name)
-	}
-	return t, err
-}
-
-// createKey generates a key for a tenant and stores its hash.
-func createKey(ctx context.Context, st *store.Store, tenantID, label string) (auth.NewKey, error) {
-	key, err := auth.GenerateKey()
+// service opens the database and returns the operator's service over it;
+// its audit lines go to stderr. Close the command when done.
+func (c *adminCmd) service(ctx context.Context) (*admin.Service, error) {
+	st, err := openStore(ctx, *c.dbURL)
 	if err != nil {
-		return auth.NewKey{}, fmt.Errorf("generate key: %w", err)
+		return nil, err
 	}
-	_, err = st.APIKeyCreate(ctx, store.APIKeyCreateParams{TenantID: tenantID, PublicID: key.PublicID, Hash: key.Hash, Name: label})
-	return key, err
+	c.st = st
+	return admin.NewService(admin.Config{Store: st, Logger: slog.New(slog.NewTextHandler(c.stderr, nil)), Actor: "cli"}), nil
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
+func (c *adminCmd) close() {
+	if c.st != nil {
+		c.st.Close()
 	}
-	return s
 }
 
-func timeOrDash(t *time.Time) string {
-	if t == nil {
-		return "-"
+// cliError turns a refusal of the service into the CLI's: bad input is a
+// usage error (exit 2), anything else exit 1, each one line.
+func cliError(err error) error {
+	var refused *admin.Error
+	if errors.As(err, &refused) {
+		if refused.Kind == admin.Invalid {
+			return &usageError{refused.Error()}
+		}
+		return errors.New(refused.Error())
 	}
-	return t.UTC().Format(time.RFC3339)
+	return err
+}
+
+// subcommand dispatches a command group's subcommands.
+func subcommand(ctx context.Context, group string, args []string, stdout, stderr io.Writer,
+	cmds map[string]func(context.Context, []string, io.Writer, io.Writer) error, names string) error {
+	if len(args) == 0 {
+		return &usageError{fmt.Sprintf("%s: want %s", group, names)}
+	}
+	run, ok := cmds[args[0]]
+	if !ok {
+		return &usageError{fmt.Sprintf("%s: unknown subcommand %q (want %s)", group, args[0], names)}
+	}
+	return cliError(run(ctx, args[1:], stdout, stderr))
 }

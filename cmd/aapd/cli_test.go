@@ -154,12 +154,12 @@ func TestCLIKeys(t *testing.T) {
 	})
 
 	rows := table(aapd(t, "keys", "list", "--database-url", db, "--tenant", tenant).ok(t).stdout)
-	if len(rows) != 3 || strings.Join(rows[0], "|") != "ID|PREFIX|NAME|CREATED|LAST USED|REVOKED" {
+	if len(rows) != 3 || strings.Join(rows[0], "|") != "ID|PREFIX|NAME|SCOPES|CREATED|EXPIRES|LAST USED|REVOKED" {
 		t.Fatalf("keys list = %v", rows)
 	}
 	byID := map[string][]string{}
 	for _, row := range rows[1:] {
-		if len(row) != 6 {
+		if len(row) != 8 {
 			t.Fatalf("row %v has %d columns", row, len(row))
 		}
 		byID[row[0]] = row
@@ -168,7 +168,7 @@ func TestCLIKeys(t *testing.T) {
 	if used == nil || fresh == nil {
 		t.Fatalf("keys list misses a key: %v", rows)
 	}
-	if used[1] != "aapd_"+publicID+"_…" || used[2] != "laptop" {
+	if used[1] != "aapd_"+publicID+"_…" || used[2] != "laptop" || used[3] != "sessions:read,sessions:write" || used[5] != "-" {
 		t.Errorf("used key row = %v", used)
 	}
 	// The secret is everything after the public id; it may itself hold "_".
@@ -176,15 +176,15 @@ func TestCLIKeys(t *testing.T) {
 	if strings.Contains(strings.Join(rows[1], " ")+strings.Join(rows[2], " "), secret) {
 		t.Errorf("keys list shows a secret")
 	}
-	for _, col := range []int{3, 4} {
+	for _, col := range []int{4, 6} {
 		if ts, err := time.Parse(time.RFC3339, used[col]); err != nil || time.Since(ts) > time.Hour {
 			t.Errorf("used key column %d = %q: %v", col, used[col], err)
 		}
 	}
-	if used[5] != "-" {
-		t.Errorf("used key shows revoked %q", used[5])
+	if used[7] != "-" {
+		t.Errorf("used key shows revoked %q", used[7])
 	}
-	if fresh[2] != "-" || fresh[4] != "-" || fresh[5] != "-" {
+	if fresh[2] != "-" || fresh[6] != "-" || fresh[7] != "-" {
 		t.Errorf("unused, unnamed key row = %v, want - for name, last used and revoked", fresh)
 	}
 
@@ -204,11 +204,11 @@ func TestCLIKeys(t *testing.T) {
 	for _, row := range rows[1:] {
 		switch row[0] {
 		case publicID:
-			if _, err := time.Parse(time.RFC3339, row[5]); err != nil {
-				t.Errorf("revoked key shows revoked %q", row[5])
+			if _, err := time.Parse(time.RFC3339, row[7]); err != nil {
+				t.Errorf("revoked key shows revoked %q", row[7])
 			}
 		default:
-			if row[5] != "-" {
+			if row[7] != "-" {
 				t.Errorf("the other key was revoked too: %v", row)
 			}
 		}
@@ -345,7 +345,8 @@ func clearServeEnv(t *testing.T) {
 		"AAPD_CORS_ORIGINS", "AAPD_WORKERS", "AAPD_TURN_LEASE", "AAPD_DRAIN_TIMEOUT", "AAPD_MAX_BODY_BYTES",
 		"AAPD_ENCRYPTION_KEY", "AAPD_DEV", "AAPD_LOG_LEVEL", "AAPD_DB_MAX_CONNS", "AAPD_SHUTDOWN_DELAY",
 		"AAPD_SSE_KEEPALIVE", "AAPD_CONFIG", "AAPD_METRICS_ADDR", "AAPD_READ_HEADER_TIMEOUT", "AAPD_BODY_TIMEOUT",
-		"AAPD_IDLE_TIMEOUT", "AAPD_MAX_HEADER_BYTES", "AAPD_RATE_LIMIT", "AAPD_RATE_BURST", "AAPD_MAX_RUNNING_TURNS"} {
+		"AAPD_IDLE_TIMEOUT", "AAPD_MAX_HEADER_BYTES", "AAPD_RATE_LIMIT", "AAPD_RATE_BURST", "AAPD_MAX_RUNNING_TURNS",
+		"AAPD_ADMIN_TOKEN", "AAPD_ADMIN_TOKEN_FILE"} {
 		t.Setenv(v, "") // registers the restore
 		os.Unsetenv(v)
 	}

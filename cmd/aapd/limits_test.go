@@ -140,11 +140,7 @@ func TestRateLimit(t *testing.T) {
 
 	b.do("GET", "/sessions", nil).expect(t, http.StatusOK)
 
-	key, err := createKey(context.Background(), s.Store, tn.ID, "second")
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := &client{t: t, base: s.base, key: key.Secret}
+	second := &client{t: t, base: s.base, key: storetest.NewKey(t, s.Store, tn.ID, "second")}
 	r := sendUntilRefused(t, second) // the tenant's bucket is shared
 	if got := r.Header.Get("RateLimit-Policy"); !strings.Contains(got, `"principal";q=`) {
 		t.Errorf("two keys active: RateLimit-Policy %q lacks the principal's share", got)

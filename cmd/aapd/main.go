@@ -3,12 +3,16 @@
 //
 //	aapd serve [flags]                          run the server (migrates first)
 //	aapd migrate [--database-url URL]           apply migrations and exit
-//	aapd tenants create NAME | tenants list     manage teams
-//	aapd keys create --tenant NAME [--name L]   print a new API key on stdout
-//	aapd keys list --tenant NAME                list a tenant's keys
-//	aapd keys revoke ID                         revoke a key
+//	aapd tenants create|list|delete             manage teams
+//	aapd keys create|list|revoke                manage a tenant's API keys
+//	aapd issuers add|list|remove                manage a tenant's token issuers
+//	aapd limits set|show                        a tenant's quotas
+//	aapd usage --tenant NAME                    a tenant's turns and tokens
 //	aapd healthcheck [--url URL]                probe a server (container health checks)
 //	aapd version                                print version, revision and Go version
+//
+// The administration commands call the same code as the admin HTTP API
+// (package httpapi/admin).
 //
 // Errors print one line on stderr and exit non-zero.
 package main
@@ -31,11 +35,25 @@ Usage:
   aapd migrate [--database-url URL]               apply database migrations and exit
   aapd tenants create NAME                        create a tenant (a team)
   aapd tenants list                               list tenants
-  aapd keys create --tenant NAME [--name LABEL]   create an API key; prints it alone on stdout
-  aapd keys list --tenant NAME                    list a tenant's API keys
+  aapd tenants delete NAME                        delete a tenant with its sessions, keys and issuers
+  aapd keys create --tenant NAME [--name LABEL] [--scopes sessions:read,sessions:write] [--expires-in 720h]
+                                                  create an API key; prints it alone on stdout
+  aapd keys list --tenant NAME                    list a tenant's API keys, with scopes and expiry
   aapd keys revoke ID                             revoke an API key by its id
+  aapd issuers add --tenant NAME --issuer ISS --audience AUD (--jwks-url URL | --public-key FILE...)
+                                                  register an issuer of end-user tokens; prints its id
+  aapd issuers list --tenant NAME                 list a tenant's token issuers
+  aapd issuers remove --tenant NAME ID            remove a token issuer
+  aapd limits set --tenant NAME [--rps N --burst N] [--max-running-turns N]
+                                                  replace a tenant's limits (left out: the server's default)
+  aapd limits show --tenant NAME                  show a tenant's limits
+  aapd usage --tenant NAME [--from DATE] [--to DATE]
+                                                  turns and tokens per day and agent (default: last 30 days)
   aapd healthcheck [--url URL]                    exit 0 if the server at URL answers 200 (for containers)
   aapd version                                    print the version, VCS revision and Go version (also --version)
+
+The same administration is served over HTTP under /admin/v1 when aapd serve
+is given an operator token ($AAPD_ADMIN_TOKEN or --admin-token-file; docs/admin.md).
 
 Run "aapd COMMAND -h" for a command's flags. Every flag can also be set from
 the environment variable shown in its help (DATABASE_URL, AAPD_ADDR, ...).
@@ -85,6 +103,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return tenantsCmd(ctx, rest, stdout, stderr)
 	case "keys":
 		return keysCmd(ctx, rest, stdout, stderr)
+	case "issuers":
+		return issuersCmd(ctx, rest, stdout, stderr)
+	case "limits":
+		return limitsCmd(ctx, rest, stdout, stderr)
+	case "usage":
+		return cliError(usageCmd(ctx, rest, stdout, stderr))
 	case "healthcheck":
 		return healthcheck(ctx, rest, stderr)
 	case "version", "--version":

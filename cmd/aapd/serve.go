@@ -18,6 +18,7 @@ import (
 	"github.com/aapd/aapd/agents/echo"
 	"github.com/aapd/aapd/auth"
 	"github.com/aapd/aapd/httpapi"
+	"github.com/aapd/aapd/httpapi/admin"
 	"github.com/aapd/aapd/quota"
 	"github.com/aapd/aapd/store"
 )
@@ -59,9 +60,8 @@ type Config struct {
 	Limits store.TenantLimits
 }
 
-func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
+func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	f := newFlagSet("serve", stderr)
-	var cfg Config
 	f.StringVar(&cfg.Addr, "addr", ":8080", "address to listen on")
 	f.fromEnv("addr", "AAPD_ADDR")
 	dbURL := databaseURLFlag(f)
@@ -102,6 +102,8 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 	f.fromEnv("jwks-min-refresh", "AAPD_JWKS_MIN_REFRESH")
 	f.BoolVar(&cfg.Dev, "dev", false, "development mode: create a \"dev\" tenant and print a fresh API key for it")
 	f.fromEnv("dev", "AAPD_DEV")
+	adminTokenFile := f.String("admin-token-file", "", "file holding the operator token that opens the admin API at /admin/v1 (or put the token itself in $AAPD_ADMIN_TOKEN); without either, that API is off")
+	f.fromEnv("admin-token-file", "AAPD_ADMIN_TOKEN_FILE")
 	level := f.String("log-level", "info", "debug, info, warn or error")
 	f.fromEnv("log-level", "AAPD_LOG_LEVEL")
 	if err := f.parse(args); err != nil {
@@ -125,6 +127,9 @@ func parseServeFlags(args []string, stderr io.Writer) (Config, error) {
 			return Config{}, &usageError{"--encryption-key must be the base64 of exactly 32 bytes (openssl rand -base64 32)"}
 		}
 		cfg.EncryptionKey = b
+	}
+	if cfg.AdminToken, err = adminToken(*adminTokenFile); err != nil {
+		return Config{}, err
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return Config{}, &usageError{fmt.Sprintf("--log-level: %v", err)}
@@ -250,12 +255,17 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 		Store: m.Store, Agents: registry, Owner: func() int32 { return m.Instance.ID() },
 		Workers: m.cfg.Workers, Lease: m.cfg.Lease, Logger: m.log, MaxRunningTurns: m.Limits.MaxRunningTurns,
 	})
+	operator, err := m.adminHandler()
+	if err != nil {
+		return err
+	}
 	m.API = httpapi.New(httpapi.Config{
 		Store: m.Store, Agents: registry, Runner: m.Runner, Limits: m.Limits,
 		MetaRequiresAuth: m.cfg.MetaRequiresAuth, CORSOrigins: m.cfg.CORSOrigins,
 		MaxBodyBytes: m.cfg.MaxBodyBytes, KeepAlive: m.cfg.KeepAlive, Logger: m.log,
 		BodyTimeout: m.cfg.BodyTimeout, AdminToken: m.cfg.AdminToken, SeparateMetrics: m.cfg.MetricsAddr != "",
 		Tokens: auth.VerifierConfig{JWKSMinRefresh: m.cfg.JWKSMinRefresh},
+		Admin:  operator,
 	})
 	// The instance marks this process alive for the claims of its turns,
 	// and brings other processes' cancel requests, key revocations and
@@ -295,25 +305,31 @@ func (m *Main) Addr() string { return m.ln.Addr().String() }
 // devKey makes sure the "dev" tenant exists and prints a new key for it,
 // revoking the keys earlier dev starts printed.
 func (m *Main) devKey(ctx context.Context, stderr io.Writer) error {
-	t, err := m.Store.TenantGetByName(ctx, "dev")
-	if errors.Is(err, store.ErrNotFound) {
-		t, err = m.Store.TenantCreate(ctx, "dev")
-	}
-	if err != nil {
+	svc := admin.NewService(admin.Config{Store: m.Store, Logger: m.log, Actor: "dev-mode", Notify: m.API.Notify})
+	if _, err := m.Store.TenantGetByName(ctx, "dev"); errors.Is(err, store.ErrNotFound) {
+		if _, err := svc.CreateTenant(ctx, "dev"); err != nil {
+			return err
+		}
+	} else if err != nil {
 		return err
 	}
-	old, err := m.Store.APIKeyList(ctx, t.ID)
-	if err != nil {
-		return err
-	}
-	for _, k := range old {
-		if k.Name == "dev-mode" && k.RevokedAt == nil {
-			if _, err := m.Store.APIKeyRevoke(ctx, t.ID, k.PublicID); err != nil {
-				return err
+	for cursor := ""; ; {
+		page, err := svc.ListKeys(ctx, "dev", cursor, admin.MaxPageLimit)
+		if err != nil {
+			return err
+		}
+		for _, k := range page.Keys {
+			if k.Label == "dev-mode" && k.RevokedAt == nil {
+				if _, err := svc.RevokeKey(ctx, "dev", k.ID); err != nil {
+					return err
+				}
 			}
 		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
 	}
-	key, err := createKey(ctx, m.Store, t.ID, "dev-mode")
+	key, err := svc.CreateKey(ctx, "dev", admin.KeyRequest{Label: "dev-mode"})
 	if err != nil {
 		return err
 	}

@@ -136,14 +136,21 @@ func NewTenant(t testing.TB, st *store.Store) Tenant {
 	if err != nil {
 		t.Fatalf("create tenant: %v", err)
 	}
+	return Tenant{Tenant: tn, Key: NewKey(t, st, tn.ID, "test")}
+}
+
+// NewKey creates another API key of a tenant, with every scope, and
+// returns it.
+func NewKey(t testing.TB, st *store.Store, tenantID, label string) string {
+	t.Helper()
 	key, err := auth.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.APIKeyCreate(ctx, store.APIKeyCreateParams{TenantID: tn.ID, PublicID: key.PublicID, Hash: key.Hash, Name: "test"}); err != nil {
+	if _, err := st.APIKeyCreate(context.Background(), store.APIKeyCreateParams{TenantID: tenantID, PublicID: key.PublicID, Hash: key.Hash, Name: label}); err != nil {
 		t.Fatalf("create key: %v", err)
 	}
-	return Tenant{Tenant: tn, Key: key.Secret}
+	return key.Secret
 }
 
 // server returns the URL of the Postgres server to create databases on.

@@ -1,0 +1,162 @@
+package admin
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+)
+
+// The endpoints: each reads its request, calls one Service operation, and
+// writes its result. Everything else is the Service's.
+
+func (h *Handler) createTenant(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		Name string `json:"name"`
+	}
+	if err := decode(w, r, &body); err != nil {
+		return err
+	}
+	t, err := h.svc.CreateTenant(r.Context(), body.Name)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", Prefix+"/tenants/"+t.Name)
+	return writeJSON(w, http.StatusCreated, t)
+}
+
+func (h *Handler) listTenants(w http.ResponseWriter, r *http.Request) error {
+	cursor, limit, err := pageParams(r)
+	if err != nil {
+		return err
+	}
+	page, err := h.svc.ListTenants(r.Context(), cursor, limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, page)
+}
+
+func (h *Handler) getTenant(w http.ResponseWriter, r *http.Request) error {
+	t, err := h.svc.GetTenant(r.Context(), mux.Vars(r)["name"])
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, t)
+}
+
+func (h *Handler) deleteTenant(w http.ResponseWriter, r *http.Request) error {
+	if err := h.svc.DeleteTenant(r.Context(), mux.Vars(r)["name"]); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) error {
+	// expiresAt is read as text, so that a bad time is refused naming it.
+	var body struct {
+		Scopes    []string `json:"scopes"`
+		ExpiresAt *string  `json:"expiresAt"`
+		Label     string   `json:"label"`
+	}
+	if err := decode(w, r, &body); err != nil {
+		return err
+	}
+	req := KeyRequest{Scopes: body.Scopes, Label: body.Label}
+	if body.ExpiresAt != nil {
+		t, err := time.Parse(time.RFC3339, *body.ExpiresAt)
+		if err != nil {
+			return invalid("expiresAt", "%q is not an RFC 3339 time (2025-01-31T00:00:00Z)", *body.ExpiresAt)
+		}
+		req.ExpiresAt = &t
+	}
+	k, err := h.svc.CreateKey(r.Context(), mux.Vars(r)["name"], req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, k)
+}
+
+func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) error {
+	cursor, limit, err := pageParams(r)
+	if err != nil {
+		return err
+	}
+	page, err := h.svc.ListKeys(r.Context(), mux.Vars(r)["name"], cursor, limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, page)
+}
+
+func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request) error {
+	v := mux.Vars(r)
+	if _, err := h.svc.RevokeKey(r.Context(), v["name"], v["id"]); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) addIssuer(w http.ResponseWriter, r *http.Request) error {
+	var req IssuerRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	i, err := h.svc.AddIssuer(r.Context(), mux.Vars(r)["name"], req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, i)
+}
+
+func (h *Handler) listIssuers(w http.ResponseWriter, r *http.Request) error {
+	cursor, limit, err := pageParams(r)
+	if err != nil {
+		return err
+	}
+	page, err := h.svc.ListIssuers(r.Context(), mux.Vars(r)["name"], cursor, limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, page)
+}
+
+func (h *Handler) removeIssuer(w http.ResponseWriter, r *http.Request) error {
+	v := mux.Vars(r)
+	if err := h.svc.RemoveIssuer(r.Context(), v["name"], v["id"]); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) getLimits(w http.ResponseWriter, r *http.Request) error {
+	t, err := h.svc.GetTenant(r.Context(), mux.Vars(r)["name"])
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, t.Limits)
+}
+
+func (h *Handler) setLimits(w http.ResponseWriter, r *http.Request) error {
+	var l Limits
+	if err := decode(w, r, &l); err != nil {
+		return err
+	}
+	got, err := h.svc.SetLimits(r.Context(), mux.Vars(r)["name"], l)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, got)
+}
+
+func (h *Handler) usage(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	u, err := h.svc.Usage(r.Context(), mux.Vars(r)["name"], q.Get("from"), q.Get("to"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, u)
+}
