@@ -124,16 +124,6 @@ func TestCLILimitsAndUsage(t *testing.T) {
 	tenant := uniqueName("quota")
 	aapd(t, "tenants", "create", "--database-url", db, tenant).ok(t)
 
-	out := aapd(t, "limits", "set", "--database-url", db, "--tenant", tenant, "--rps", "2.5", "--burst", "5").ok(t).stdout
-	if want := "requests per second\t2.5\nburst\t5\nmax running turns\tdefault\n"; out != want {
-		t.Errorf("limits set printed %q, want %q", out, want)
-	}
-	if got := aapd(t, "limits", "show", "--database-url", db, "--tenant", tenant).ok(t).stdout; got != out {
-		t.Errorf("limits show printed %q", got)
-	}
-	aapd(t, "limits", "set", "--database-url", db, "--tenant", tenant, "--rps", "3").failed(t, 2, "burst")
-	aapd(t, "limits", "set", "--database-url", db, "--tenant", tenant, "--max-running-turns", "-1").failed(t, 2, "maxRunningTurns")
-
 	c := &client{t: t, base: s.base, key: strings.TrimSpace(aapd(t, "keys", "create", "--database-url", db, "--tenant", tenant).ok(t).stdout)}
 	sid := c.echoSession(nil)
 	c.say(sid, "one")
@@ -146,6 +136,19 @@ func TestCLILimitsAndUsage(t *testing.T) {
 	}
 	aapd(t, "usage", "--database-url", db, "--tenant", tenant, "--from", "last week").failed(t, 2, "from")
 	aapd(t, "usage", "--database-url", db).failed(t, 2, "--tenant")
+
+	// Limits last: they apply at once, to a rate shared with the other
+	// test servers on this database (replicas, as far as limits go).
+	out := aapd(t, "limits", "set", "--database-url", db, "--tenant", tenant, "--rps", "2.5", "--burst", "5").ok(t).stdout
+	if want := "requests per second\t2.5\nburst\t5\nmax running turns\tdefault\n"; out != want {
+		t.Errorf("limits set printed %q, want %q", out, want)
+	}
+	if got := aapd(t, "limits", "show", "--database-url", db, "--tenant", tenant).ok(t).stdout; got != out {
+		t.Errorf("limits show printed %q", got)
+	}
+	aapd(t, "limits", "set", "--database-url", db, "--tenant", tenant, "--rps", "3").failed(t, 2, "burst")
+	aapd(t, "limits", "set", "--database-url", db, "--tenant", tenant, "--max-running-turns", "-1").failed(t, 2, "maxRunningTurns")
+
 }
 
 // The CLI's changes are audited like the API's, with actor "cli", and the

@@ -79,11 +79,11 @@ func TestEdgeTimeoutsAndLimits(t *testing.T) {
 
 func TestMetricsNeedTheOperatorTokenOnTheMainListener(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, func(c *Config) { c.AdminToken = "operator-token" })
+	s := startServer(t, func(c *Config) { c.AdminToken = testOperatorToken })
 	anon := &client{t: t, base: s.base}
 	anon.do("GET", "/metrics", nil).expect(t, http.StatusUnauthorized).problem(t)
 	(&client{t: t, base: s.base, key: "not-it"}).do("GET", "/metrics", nil).expect(t, http.StatusUnauthorized)
-	m := (&client{t: t, base: s.base, key: "operator-token"}).do("GET", "/metrics", nil).expect(t, http.StatusOK)
+	m := (&client{t: t, base: s.base, key: testOperatorToken}).do("GET", "/metrics", nil).expect(t, http.StatusOK)
 	if !strings.Contains(string(m.body), "aapd_turns_running") {
 		t.Errorf("metrics: %s", m.body)
 	}
@@ -95,8 +95,8 @@ func TestMetricsNeedTheOperatorTokenOnTheMainListener(t *testing.T) {
 
 func TestMetricsListenerOfItsOwn(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, func(c *Config) { c.MetricsAddr = "127.0.0.1:0"; c.AdminToken = "operator-token" })
-	(&client{t: t, base: s.base, key: "operator-token"}).do("GET", "/metrics", nil).expect(t, http.StatusNotFound)
+	s := startServer(t, func(c *Config) { c.MetricsAddr = "127.0.0.1:0"; c.AdminToken = testOperatorToken })
+	(&client{t: t, base: s.base, key: testOperatorToken}).do("GET", "/metrics", nil).expect(t, http.StatusNotFound)
 	m := &client{t: t, base: "http://" + s.MetricsAddr()}
 	m.do("GET", "/metrics", nil).expect(t, http.StatusOK)
 	m.do("GET", "/sessions", nil).expect(t, http.StatusNotFound) // nothing but metrics there
@@ -305,3 +305,6 @@ func streamOutlivesBodyTimeout(t *testing.T, c *client) {
 		t.Errorf("the stream took %s; it was meant to outlast the body timeout", since)
 	}
 }
+
+// testOperatorToken is an operator token of the length aapd requires.
+const testOperatorToken = "operator-token-0123456789abcdef0123456789"
