@@ -11,7 +11,7 @@ import (
 )
 
 // The rate limit headers, as draft-ietf-httpapi-ratelimit-headers-10 writes
-// them (docs/limits.md).
+// them (docs/tenancy.md).
 const (
 	RateLimitHeader       = "RateLimit"
 	RateLimitPolicyHeader = "RateLimit-Policy"

@@ -65,7 +65,7 @@ type Config struct {
 	Logger *slog.Logger
 	Now    func() time.Time
 
-	// Limits are the tenants' limits (docs/limits.md); nil for none.
+	// Limits are the tenants' limits (docs/tenancy.md); nil for none.
 	Limits *quota.Limits
 }
 

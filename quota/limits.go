@@ -1,5 +1,5 @@
 // Package quota holds the limits a tenant's requests and turns are held to
-// (docs/limits.md): the tenant's own, else the server's defaults, shared
+// (docs/tenancy.md): the tenant's own, else the server's defaults, shared
 // among the live replicas; and the token buckets that hold requests to
 // their rate.
 //

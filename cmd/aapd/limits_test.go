@@ -14,7 +14,7 @@ import (
 	"github.com/aapd/aapd/store/storetest"
 )
 
-// Quotas and fairness (docs/limits.md), against a real server. Nothing
+// Quotas and fairness (docs/tenancy.md), against a real server. Nothing
 // here asserts a duration: a request over a limit is found by sending
 // until one is refused, within a count no slow machine can stretch past
 // the refill.

@@ -53,7 +53,7 @@ Usage:
   aapd version                                    print the version, VCS revision and Go version (also --version)
 
 The same administration is served over HTTP under /admin/v1 when aapd serve
-is given an operator token ($AAPD_ADMIN_TOKEN or --admin-token-file; docs/admin.md).
+is given an operator token ($AAPD_ADMIN_TOKEN or --admin-token-file; docs/tenancy.md).
 
 Run "aapd COMMAND -h" for a command's flags. Every flag can also be set from
 the environment variable shown in its help (DATABASE_URL, AAPD_ADDR, ...).

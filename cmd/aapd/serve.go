@@ -56,7 +56,7 @@ type Config struct {
 	// key set caused by tokens naming a kid it lacks.
 	JWKSMinRefresh time.Duration
 	// Limits are the default limits of a tenant without its own
-	// (docs/limits.md); zero fields are no limit.
+	// (docs/tenancy.md); zero fields are no limit.
 	Limits store.TenantLimits
 }
 
