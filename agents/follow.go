@@ -131,14 +131,14 @@ func (f *follower) Read(ctx context.Context, after int) ([]aap.Event, bool, erro
 // followDeadConfirm: once to suspect, again to confirm, so that a process
 // reconnecting after a database restart keeps its turn.
 func (f *follower) checkDead(ctx context.Context) error {
-	dead, err := f.runner.store.TurnLooksDead(ctx, f.ref)
+	why, err := f.runner.store.TurnLooksDead(ctx, f.ref)
 	switch {
 	case err != nil:
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
-	case !dead:
+	case why == "":
 		f.deadSince = time.Time{}
 		return nil
 	case f.deadSince.IsZero():
@@ -147,8 +147,12 @@ func (f *follower) checkDead(ctx context.Context) error {
 	case time.Since(f.deadSince) < followDeadConfirm:
 		return nil
 	}
-	if _, err := f.runner.store.TurnInterruptIfDead(ctx, f.ref); err != nil && ctx.Err() == nil {
+	ended, err := f.runner.store.TurnInterruptIfDead(ctx, f.ref)
+	if err != nil && ctx.Err() == nil {
 		return err
+	}
+	if ended {
+		f.runner.log.Warn("ended a turn that could not finish by itself", "session", f.ref.SessionID, "turn", f.ref.TurnID, "why", why)
 	}
 	return nil
 }

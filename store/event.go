@@ -158,27 +158,28 @@ func queueInterrupt(b *pgx.Batch, ref TurnRef) {
 // whether it can no longer finish by itself: its claim is gone or expired,
 // or the process that runs it no longer holds its instance lock.
 const turnDeadSQL = `
-	SELECT s.active_turn_id IS DISTINCT FROM t.id
-		OR s.lease_expires_at IS NULL OR s.lease_expires_at < now()
-		OR t.owner IS NULL OR NOT aapd_instance_alive(t.owner)
+	SELECT CASE
+		WHEN s.active_turn_id IS DISTINCT FROM t.id THEN 'the session is claimed by another turn'
+		WHEN s.lease_expires_at IS NULL OR s.lease_expires_at < now() THEN 'its claim expired'
+		WHEN t.owner IS NULL OR NOT aapd_instance_alive(t.owner) THEN 'its process holds no instance lock'
+		ELSE '' END
 	FROM sessions s JOIN turns t ON t.tenant_id = s.tenant_id AND t.session_id = s.id
 	WHERE s.tenant_id = $1 AND s.id = $2 AND t.id = $3 AND t.status = 'running'`
 
-// TurnLooksDead reports, without changing anything, whether a running turn
-// looks as if it cannot finish by itself (turnDeadSQL); false for a turn
-// that is not running. A process whose connection to the database is down
+// TurnLooksDead says, without changing anything, why a running turn looks
+// as if it cannot finish by itself (turnDeadSQL); "" when it looks alive,
+// or is not running. A process whose connection to the database is down
 // for a moment (a restart) looks dead too: callers confirm over time
 // before TurnInterruptIfDead.
-func (s *Store) TurnLooksDead(ctx context.Context, ref TurnRef) (bool, error) {
-	var dead bool
-	err := interpretError(s.pool.QueryRow(ctx, turnDeadSQL, ref.TenantID, ref.SessionID, ref.TurnID).Scan(&dead))
+func (s *Store) TurnLooksDead(ctx context.Context, ref TurnRef) (why string, err error) {
+	err = interpretError(s.pool.QueryRow(ctx, turnDeadSQL, ref.TenantID, ref.SessionID, ref.TurnID).Scan(&why))
 	if errors.Is(err, ErrNotFound) {
-		return false, nil
+		return "", nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("check turn %s: %w", ref.TurnID, err)
+		return "", fmt.Errorf("check turn %s: %w", ref.TurnID, err)
 	}
-	return dead, nil
+	return why, nil
 }
 
 // TurnInterruptIfDead records a running turn as interrupted if it cannot
@@ -189,9 +190,9 @@ func (s *Store) TurnInterruptIfDead(ctx context.Context, ref TurnRef) (bool, err
 	var done bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		// The session first, as every turn write locks it: no deadlock.
-		var dead bool
-		err := tx.QueryRow(ctx, turnDeadSQL+` FOR UPDATE OF s`, ref.TenantID, ref.SessionID, ref.TurnID).Scan(&dead)
-		if errors.Is(interpretError(err), ErrNotFound) || (err == nil && !dead) {
+		var why string
+		err := tx.QueryRow(ctx, turnDeadSQL+` FOR UPDATE OF s`, ref.TenantID, ref.SessionID, ref.TurnID).Scan(&why)
+		if errors.Is(interpretError(err), ErrNotFound) || (err == nil && why == "") {
 			return nil
 		}
 		if err != nil {
