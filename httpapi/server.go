@@ -99,6 +99,7 @@ func (s *Server) routes() http.Handler {
 	r.Handle("/healthz", s.handle(s.healthz)).Methods(http.MethodGet)
 	r.Handle("/readyz", s.handle(s.readyz)).Methods(http.MethodGet)
 	r.Handle("/metrics", s.metrics.handler()).Methods(http.MethodGet)
+	r.Handle("/openapi.json", s.handle(s.openAPI)).Methods(http.MethodGet) // openapi.go
 
 	meta := s.handle(s.getMeta)
 	if s.cfg.MetaRequiresAuth {
