@@ -44,6 +44,15 @@ func checkOpenAPI(t testing.TB, req *http.Request, reqBody []byte, res *http.Res
 			t.Errorf("OpenAPI: request %s: %s\nbody: %.500s", what, msg, reqBody)
 		}
 	}
+	if resBody != nil && isStream(res) && !openapitest.Undocumented(req.URL.Path) {
+		// A stream read whole (client.do on a turn's events).
+		sc := newSSEChecker(t, req, io.NopCloser(bytes.NewReader(resBody)))
+		_, _ = io.Copy(io.Discard, sc)
+	}
+}
+
+func isStream(res *http.Response) bool {
+	return strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream")
 }
 
 // checkOpenAPIStream validates the response of a request that may stream:
@@ -53,7 +62,7 @@ func checkOpenAPI(t testing.TB, req *http.Request, reqBody []byte, res *http.Res
 // readable).
 func checkOpenAPIStream(t testing.TB, req *http.Request, reqBody []byte, res *http.Response) {
 	t.Helper()
-	if !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+	if !isStream(res) {
 		b, err := io.ReadAll(res.Body)
 		res.Body.Close()
 		res.Body = io.NopCloser(bytes.NewReader(b))
@@ -66,9 +75,13 @@ func checkOpenAPIStream(t testing.TB, req *http.Request, reqBody []byte, res *ht
 	if openapitest.Undocumented(req.URL.Path) {
 		return
 	}
+	res.Body = newSSEChecker(t, req, res.Body)
+}
+
+func newSSEChecker(t testing.TB, req *http.Request, body io.ReadCloser) *sseChecker {
 	ended := new(atomic.Bool)
 	t.Cleanup(func() { ended.Store(true) })
-	res.Body = &sseChecker{ReadCloser: res.Body, t: t, doc: openAPIDoc(t), what: req.Method + " " + req.URL.Path, ended: ended}
+	return &sseChecker{ReadCloser: body, t: t, doc: openAPIDoc(t), what: req.Method + " " + req.URL.Path, ended: ended}
 }
 
 // sseChecker passes a stream through to the test, checking each complete

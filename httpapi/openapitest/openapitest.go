@@ -123,7 +123,7 @@ func (d *Document) Check() []string {
 // headers, security and JSON body. body is the request's body (the request's
 // own has been sent).
 func (d *Document) CheckRequest(req *http.Request, body []byte) []string {
-	if Undocumented(req.URL.Path) {
+	if Undocumented(req.URL.Path) || preflight(req) {
 		return nil
 	}
 	r := req.Clone(req.Context())
@@ -145,11 +145,8 @@ func (d *Document) CheckRequest(req *http.Request, body []byte) []string {
 // checked one by one with CheckEvent). A response to a path or method no
 // route serves must be the router's problem: a 404 or a 405 with Allow.
 func (d *Document) CheckResponse(req *http.Request, res *http.Response, body []byte) []string {
-	if Undocumented(req.URL.Path) {
+	if Undocumented(req.URL.Path) || preflight(req) {
 		return nil
-	}
-	if req.Method == http.MethodOptions && req.Header.Get("Access-Control-Request-Method") != "" {
-		return nil // a CORS preflight, answered before routing
 	}
 	cp := *res
 	cp.Request = req
@@ -164,6 +161,13 @@ func (d *Document) CheckResponse(req *http.Request, res *http.Response, body []b
 		return d.checkUnrouted(req, res, body)
 	}
 	return messages(errs)
+}
+
+// preflight reports whether req is a CORS preflight: the CORS middleware
+// answers it before routing, for every path, and the document describes
+// routes.
+func preflight(req *http.Request) bool {
+	return req.Method == http.MethodOptions && req.Header.Get("Access-Control-Request-Method") != ""
 }
 
 // checkUnrouted checks the answer to a request no route serves.
