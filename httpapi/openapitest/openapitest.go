@@ -46,7 +46,6 @@ func Undocumented(path string) bool {
 // Document is the OpenAPI document, ready to check traffic against. It is
 // safe for concurrent use.
 type Document struct {
-	doc       libopenapi.Document
 	model     *v3.Document
 	validator validator.Validator
 	schemas   schema_validation.SchemaValidator
@@ -84,7 +83,7 @@ func Parse(src []byte) (*Document, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("openapi: validator: %v", errs)
 	}
-	d := &Document{doc: doc, model: &model.Model, validator: v, schemas: schema_validation.NewSchemaValidator(),
+	d := &Document{model: &model.Model, validator: v, schemas: schema_validation.NewSchemaValidator(),
 		events: map[string]*base.Schema{}}
 	te, err := d.schema("TurnEvent")
 	if err != nil {
