@@ -140,6 +140,7 @@ func (s *Server) routes() http.Handler {
 	if h := s.metricsRoute(); h != nil {
 		r.Handle("/metrics", h).Methods(http.MethodGet)
 	}
+	r.Handle("/openapi.json", s.handle(s.openAPI)).Methods(http.MethodGet) // openapi.go
 
 	if s.cfg.Admin != nil {
 		r.PathPrefix("/admin/v1/").Handler(s.cfg.Admin)

@@ -36,6 +36,9 @@ func (c *client) postCompact(sid string) (compactAnswer, error) {
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
+	if err == nil {
+		checkOpenAPI(c.t, req, nil, res, b) // openapi_test.go
+	}
 	return compactAnswer{status: res.StatusCode, retryAfter: res.Header.Get("Retry-After"), body: b}, err
 }
 

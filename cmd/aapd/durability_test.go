@@ -111,6 +111,7 @@ func TestResumeStreamAfterDisconnect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			checkOpenAPIStream(t, req, nil, resp) // openapi_test.go
 			defer resp.Body.Close()
 			rest := readEvents(t, bufio.NewReader(resp.Body), -1)
 			all := append(append([]sseEvent{}, first...), rest...)

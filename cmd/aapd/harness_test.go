@@ -100,18 +100,19 @@ func (r response) problem(t testing.TB) map[string]any {
 func (c *client) do(method, path string, body any, headers ...string) response {
 	c.t.Helper()
 	var rd io.Reader
+	var raw []byte // the body sent, for checkOpenAPI
 	switch b := body.(type) {
 	case nil:
 	case string:
-		rd = strings.NewReader(b)
+		rd, raw = strings.NewReader(b), []byte(b)
 	case []byte:
-		rd = bytes.NewReader(b)
+		rd, raw = bytes.NewReader(b), b
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		rd = bytes.NewReader(j)
+		rd, raw = bytes.NewReader(j), j
 	}
 	req, err := http.NewRequest(method, c.base+path, rd)
 	if err != nil {
@@ -135,6 +136,7 @@ func (c *client) do(method, path string, body any, headers ...string) response {
 	if err != nil {
 		c.t.Fatalf("%s %s: read body: %v", method, path, err)
 	}
+	checkOpenAPI(c.t, req, raw, res, b) // openapi_test.go
 	return response{Response: res, body: b}
 }
 
@@ -230,6 +232,7 @@ func (c *client) openStream(sid string, body any, headers ...string) *http.Respo
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	checkOpenAPIStream(c.t, req, b, res) // openapi_test.go
 	return res
 }
 

@@ -38,6 +38,7 @@ func TestShutdownFailsReadinessAtOnceEndsFollowersThenDrains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkOpenAPIStream(t, follower, nil, fres) // openapi_test.go
 	defer fres.Body.Close()
 	followerDone := make(chan []sseEvent, 1)
 	go func() { followerDone <- readEvents(t, bufio.NewReader(fres.Body), -1) }()

@@ -1,0 +1,84 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aapd/aapd/httpapi"
+	"github.com/aapd/aapd/httpapi/openapitest"
+)
+
+func loadDocument(t *testing.T) *openapitest.Document {
+	t.Helper()
+	d, err := openapitest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestOpenAPIDocumentIsValid checks the document against the OpenAPI 3.1
+// specification's schema, and that every schema in it compiles.
+func TestOpenAPIDocumentIsValid(t *testing.T) {
+	t.Parallel()
+	d := loadDocument(t)
+	if v := d.Version(); !strings.HasPrefix(v, "3.1.") {
+		t.Errorf("openapi = %q, want 3.1.x", v)
+	}
+	for _, msg := range d.Check() {
+		t.Error(msg)
+	}
+	for name := range d.Model().Components.Schemas.KeysFromOldest() {
+		// Validating anything compiles the schema and its references.
+		for _, msg := range d.CheckSchema(name, []byte(`null`)) {
+			if strings.Contains(msg, "compil") || strings.Contains(msg, "no schema") {
+				t.Errorf("schema %s: %s", name, msg)
+			}
+		}
+	}
+}
+
+// TestOpenAPIDocumentsEveryRoute holds the document's paths and methods to
+// the router's: a route added without its description (or a description
+// left after its route is gone) fails here. Routes under
+// openapitest.NotYetDocumented are let be.
+func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
+	t.Parallel()
+	routes, err := httpapi.RouteTemplates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := httpapi.OpenAPIJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(src, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	for path, item := range doc.Paths {
+		for method := range item {
+			switch method {
+			case "get", "put", "post", "delete", "options", "head", "patch", "trace":
+				documented = append(documented, strings.ToUpper(method)+" "+path)
+			}
+		}
+	}
+	sort.Strings(documented)
+	for _, r := range routes {
+		if _, path, _ := strings.Cut(r, " "); !openapitest.Undocumented(path) && !slices.Contains(documented, r) {
+			t.Errorf("route %s is served but not in httpapi/openapi.yaml", r)
+		}
+	}
+	for _, d := range documented {
+		if !slices.Contains(routes, d) {
+			t.Errorf("httpapi/openapi.yaml documents %s, which no route serves", d)
+		}
+	}
+}
