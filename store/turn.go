@@ -291,7 +291,11 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 	br = conn.SendBatch(ctx, write)
 	for i := 0; err == nil && i < write.Len(); i++ {
 		if i == turnStmt {
-			out.Turn, err = scanTurn(br.QueryRow())
+			// On a lost answer, out.Turn keeps what the claim stores.
+			var t Turn
+			if t, err = scanTurn(br.QueryRow()); err == nil {
+				out.Turn = t
+			}
 			continue
 		}
 		_, err = br.Exec()

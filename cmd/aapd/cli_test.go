@@ -270,6 +270,14 @@ func TestCLIErrors(t *testing.T) {
 		if r := aapd(t, "keys", "create", "-h"); exitCode(r.err) != 0 || !strings.Contains(r.stderr, "-tenant") {
 			t.Errorf("keys create -h: err %v, stderr %q", r.err, r.stderr)
 		}
+		// -h works on every command and subcommand.
+		for _, args := range [][]string{{"serve", "-h"}, {"migrate", "-h"}, {"tenants", "-h"}, {"tenants", "create", "-h"},
+			{"keys", "-h"}, {"keys", "list", "-h"}, {"issuers", "--help"}, {"issuers", "add", "-h"}, {"limits", "-h"},
+			{"limits", "set", "-h"}, {"usage", "-h"}, {"healthcheck", "-h"}, {"version", "-h"}} {
+			if r := aapd(t, args...); r.err != nil || !strings.Contains(r.stdout+r.stderr, "Usage of aapd "+args[0]) {
+				t.Errorf("%v: err %v, output %q", args, r.err, r.stdout+r.stderr)
+			}
+		}
 		// A flag error is one line with a hint, not the whole usage.
 		r = aapd(t, "migrate", "--no-such-flag")
 		r.failed(t, 2, "flag")
