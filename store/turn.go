@@ -304,8 +304,7 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 		err = cerr
 	}
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) {
+		if refused(err) {
 			// The server refused a statement: the transaction is void.
 			rollback()
 			return TurnBegun{}, interpretError(err)
@@ -393,6 +392,24 @@ func (s *Store) TurnCommitStep(ctx context.Context, p TurnStepParams) error {
 		return fmt.Errorf("commit step %d of turn %s: %w", p.Step, p.Ref.TurnID, writeError(err))
 	}
 	return nil
+}
+
+// refused reports whether err is the server refusing a statement of a
+// transaction, which voids it. A server that ends the connection (a
+// shutdown, a crash: FATAL or PANIC, or a connection error code) may do so
+// after the COMMIT ran, its answer unsent: that is not a refusal, and
+// neither is any error that is not the server's.
+func refused(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch {
+	case pgErr.Severity == "FATAL", pgErr.Severity == "PANIC",
+		strings.HasPrefix(pgErr.Code, "08"), strings.HasPrefix(pgErr.Code, "57P"):
+		return false
+	}
+	return true
 }
 
 // writeError interprets an error of a single-statement write: a lost answer
