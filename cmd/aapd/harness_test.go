@@ -176,12 +176,11 @@ func (c *client) echoSession(serverTools []aap.ServerToolRef, clientTools ...str
 	return c.createSession(req)
 }
 
-// turn sends a stream "none" turn and decodes its response.
+// turn sends a stream "none" turn through aapclient (aapclient_test.go)
+// and returns its response.
 func (c *client) turn(sid string, body any) aap.TurnResponse {
 	c.t.Helper()
-	var out aap.TurnResponse
-	c.do("POST", "/sessions/"+sid+"/turns", body).expect(c.t, http.StatusOK).json(c.t, &out)
-	return out
+	return c.turnVia(sid, body)
 }
 
 // say sends a user message with stream "none".
@@ -193,11 +192,9 @@ func (c *client) say(sid, text string) aap.TurnResponse {
 // history returns a session's history of the given type.
 func (c *client) history(sid string, typ aap.HistoryType) []aap.Message {
 	c.t.Helper()
-	var out aap.HistoryResponse
-	c.do("GET", "/sessions/"+sid+"/history?type="+string(typ), nil).expect(c.t, http.StatusOK).json(c.t, &out)
-	msgs, ok := out.History[typ]
-	if !ok {
-		c.t.Fatalf("history response has no %q member", typ)
+	msgs, err := c.api().History(context.Background(), sid, typ) // aapclient_test.go
+	if err != nil {
+		c.t.Fatalf("GET /sessions/%s/history?type=%s: %v", sid, typ, err)
 	}
 	return msgs
 }
