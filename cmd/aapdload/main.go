@@ -5,6 +5,9 @@
 //
 //	aapdload -url http://localhost:8080 -key $AAPD_KEY -sessions 200 -turns 5 -concurrency 32 -stream delta
 //
+// While it runs, a line on stderr shows the turns done, the throughput of
+// the last second and its median latency.
+//
 // With -burst, it creates the sessions first, then sends one turn on every
 // session at the same moment and reports how long it took until every turn
 // had started (its first byte arrived): how fast the server takes on a
@@ -79,7 +82,10 @@ func main() {
 		return
 	}
 	start := time.Now()
-	res := l.run(ctx, *sessions, *turns, *concurrency)
+	res := &result{}
+	stopProgress := res.progress(os.Stderr, start, *sessions**turns, time.Second)
+	l.run(ctx, res, *sessions, *turns, *concurrency)
+	stopProgress()
 	res.print(os.Stdout, time.Since(start), *sessions, *turns, *concurrency, *stream)
 	if len(res.errors) > 0 {
 		os.Exit(1)
@@ -111,8 +117,7 @@ func (r *result) add(first, total time.Duration, err error) {
 	r.turn = append(r.turn, total)
 }
 
-func (l *load) run(ctx context.Context, sessions, turns, concurrency int) *result {
-	res := &result{}
+func (l *load) run(ctx context.Context, res *result, sessions, turns, concurrency int) {
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range concurrency {
@@ -140,7 +145,6 @@ func (l *load) run(ctx context.Context, sessions, turns, concurrency int) *resul
 	}
 	close(work)
 	wg.Wait()
-	return res
 }
 
 // burst creates the sessions (concurrency at a time), then sends a turn on
@@ -231,6 +235,44 @@ func (l *load) turn(ctx context.Context, sid string) (first, total time.Duration
 		return 0, 0, errors.New("turn: stopReason error")
 	}
 	return first, total, nil
+}
+
+// progress writes a line of throughput and latency to w every interval
+// until the returned function is called (which waits for it to stop): a
+// long run shows how it goes. The line is rewritten in place (\r).
+func (r *result) progress(w io.Writer, start time.Time, total int, every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		last, lastAt := 0, start
+		for {
+			select {
+			case <-done:
+				fmt.Fprintln(w)
+				return
+			case now := <-t.C:
+				r.mu.Lock()
+				n, errs := len(r.turn), len(r.errors)
+				recent := slices.Clone(r.turn[last:])
+				r.mu.Unlock()
+				slices.Sort(recent)
+				p50 := "-"
+				if len(recent) > 0 {
+					p50 = pct(recent, 50).String()
+				}
+				fmt.Fprintf(w, "\r%6s  %d/%d turns  %.1f turns/s now  p50 %s  %d errors   ",
+					now.Sub(start).Round(time.Second), n, total, float64(n-last)/now.Sub(lastAt).Seconds(), p50, errs)
+				last, lastAt = n, now
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
 }
 
 func (r *result) print(w io.Writer, elapsed time.Duration, sessions, turns, concurrency int, stream string) {
