@@ -82,7 +82,7 @@ func (r *Runner) Compact(ctx context.Context, p CompactParams) (CompactOutcome, 
 			return CompactOutcome{}, &store.TurnRunningError{TurnID: t.ID}
 		}
 	}
-	return r.compactRetrying(ctx, agent, sess, TriggerManual)
+	return r.compactTraced(ctx, agent, sess, TriggerManual)
 }
 
 // compactAfterTurn compacts when the history the turn left is over the
@@ -124,7 +124,7 @@ func (r *Runner) compactAfterWaiting(ctx context.Context, agent *Agent, sess sto
 		return CompactOutcome{}, err
 	}
 	defer unlock()
-	return r.compactRetrying(ctx, agent, sess, TriggerAuto)
+	return r.compactTraced(ctx, agent, sess, TriggerAuto)
 }
 
 // lockCompaction takes the session's compaction lock of this process.
@@ -239,7 +239,7 @@ func (m modelSummarizer) Summarize(ctx context.Context, items []compaction.Item,
 	if m.agent.ModelOption != "" {
 		req.Model = m.options[m.agent.ModelOption]
 	}
-	resp, err := m.agent.Model.Generate(ctx, req, func(ModelDelta) {})
+	resp, err := generate(ctx, m.agent, req, func(ModelDelta) {})
 	if err != nil {
 		return "", fmt.Errorf("summarize: %w", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/compaction"
 	"github.com/aapd/aapd/store"
@@ -50,6 +52,8 @@ type turnRun struct {
 	stop aap.StopReason
 	err  error
 	done chan struct{}
+	// span is the turn's span (trace.go).
+	span trace.Span
 }
 
 // contextUsage is the provider's last report, as compaction reads it.
@@ -73,7 +77,7 @@ func (t *turnRun) run(ctx context.Context) (aap.StopReason, error) {
 	}
 	for range t.agent.maxSteps() {
 		seen, upTo := len(t.history), t.lastSeq
-		resp, err := t.agent.Model.Generate(ctx, t.modelRequest(), t.onDelta)
+		resp, err := generate(ctx, t.agent, t.modelRequest(), t.onDelta)
 		t.usage = t.usage.Add(resp.Usage)
 		if resp.Usage.InputTokens > 0 {
 			t.contextTokens, t.contextItems, t.contextUpTo = resp.Usage.InputTokens, seen, upTo
@@ -268,9 +272,10 @@ func (t *turnRun) callTool(ctx context.Context, c aap.ToolCall) aap.Content {
 	// hallucinated call of any other is answered with an error.
 	tool := t.agent.tool(c.Name)
 	if tool == nil || t.classify(c.Name) == toolUnknown || t.classify(c.Name) == toolClient {
+		noteUnavailableTool(ctx, c)
 		return aap.TextContent(fmt.Sprintf("Error: no tool named %q is available", c.Name))
 	}
-	content, err := tool.Call(ctx, c.Input)
+	content, err := callTool(ctx, tool, c)
 	if err != nil {
 		return aap.TextContent("Error: " + err.Error())
 	}

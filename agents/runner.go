@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/store"
 )
@@ -45,6 +47,8 @@ type RunnerConfig struct {
 	// unavailable before the turn fails.
 	CommitRetry time.Duration
 	Logger      *slog.Logger
+	// TracerProvider traces turns (trace.go); nil for none.
+	TracerProvider trace.TracerProvider
 }
 
 // Runner is the worker pool that runs turns. A turn is claimed, run and
@@ -57,6 +61,8 @@ type Runner struct {
 	log   *slog.Logger
 	admit *admission
 	cache *historyCache
+	// tracer starts the turns' spans (trace.go).
+	tracer trace.Tracer
 
 	// life is cancelled when the runner stops for good: at the end of
 	// Shutdown's drain. Every worker's context derives from it.
@@ -99,7 +105,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	life, end := context.WithCancelCause(context.Background())
 	return &Runner{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger,
-		admit: newAdmission(cfg.Workers), cache: newHistoryCache(),
+		admit: newAdmission(cfg.Workers), cache: newHistoryCache(), tracer: newTracer(cfg.TracerProvider),
 		life: life, endLife: end,
 		running: map[string]*activeTurn{}, beatDone: make(chan struct{}),
 	}
@@ -115,6 +121,10 @@ type StartParams struct {
 	Request        aap.TurnRequest
 	IdempotencyKey string
 	RequestHash    []byte
+
+	// requestSpan is the span of the request that started the turn, the
+	// turn's span's parent and link (trace.go).
+	requestSpan trace.SpanContext
 }
 
 // Handle is a started turn.
@@ -152,6 +162,7 @@ func (r *Runner) Start(ctx context.Context, p StartParams) (*Handle, error) {
 	if r.cfg.MaxRunningTurns != nil {
 		maxRunning = r.cfg.MaxRunningTurns(ctx, p.TenantID)
 	}
+	p.requestSpan = trace.SpanContextFromContext(ctx)
 	release, err := r.admit.admit(p.TenantID, maxRunning)
 	if err != nil {
 		return nil, err
@@ -177,7 +188,10 @@ func (r *Runner) Start(ctx context.Context, p StartParams) (*Handle, error) {
 // that sends its next turn at once must find the slot free.
 func (r *Runner) work(p StartParams, started chan<- startOutcome, release func()) {
 	ref := store.TurnRef{TenantID: p.TenantID, SessionID: p.SessionID, TurnID: store.NewTurnID()}
-	run, begun, err := r.claim(ref, p)
+	life, span := r.startTurnSpan(p, ref)
+	defer span.End() // a turn that ran ended it already (endTurnSpan)
+	run, begun, err := r.claim(life, ref, p)
+	traceClaim(span, run, begun, err)
 	switch {
 	case err != nil:
 		started <- startOutcome{err: err}
@@ -189,7 +203,7 @@ func (r *Runner) work(p StartParams, started chan<- startOutcome, release func()
 	if begun.Interrupted != "" {
 		r.log.Info("took over the session of a dead turn", "session", p.SessionID, "interrupted_turn", begun.Interrupted)
 	}
-	turnCtx, cancel := context.WithCancelCause(r.life)
+	turnCtx, cancel := context.WithCancelCause(life)
 	defer cancel(nil)
 	active := &activeTurn{ref: ref, stream: run.stream, cancel: cancel}
 	r.mu.Lock()
@@ -202,7 +216,7 @@ func (r *Runner) work(p StartParams, started chan<- startOutcome, release func()
 // claim claims the session for the turn. A claim whose commit went
 // unanswered is looked for until the database answers: if it landed, the
 // turn is run like any other.
-func (r *Runner) claim(ref store.TurnRef, p StartParams) (*turnRun, store.TurnBegun, error) {
+func (r *Runner) claim(life context.Context, ref store.TurnRef, p StartParams) (*turnRun, store.TurnBegun, error) {
 	key := cacheKey(ref.TenantID, ref.SessionID)
 	version, upTo, cached, _ := r.cache.get(key)
 	var (
@@ -224,12 +238,12 @@ func (r *Runner) claim(ref store.TurnRef, p StartParams) (*turnRun, store.TurnBe
 			return plan, err
 		},
 	}
-	begun, err := r.store.TurnBegin(r.life, params)
+	begun, err := r.store.TurnBegin(life, params)
 	if errors.Is(err, store.ErrOutcomeUnknown) {
 		var landed bool
-		err = r.retry(r.life, 0, func() error {
+		err = r.retry(life, 0, func() error {
 			var err error
-			landed, err = r.store.TurnClaimed(r.life, ref)
+			landed, err = r.store.TurnClaimed(life, ref)
 			return err
 		})
 		switch {
@@ -311,6 +325,7 @@ func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, 
 	run.emit(aap.TurnStop(stop))
 	key := cacheKey(run.turn.TenantID, run.turn.SessionID)
 	run.err = r.finish(run, status, stop, err)
+	endTurnSpan(run, status, err)
 	// The turn is over: its worker slot is free, and it leaves the running
 	// turns before its answer goes out.
 	release()
@@ -328,7 +343,7 @@ func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, 
 	close(run.done)
 	// The answer is out; compacting (perhaps with a model) follows it.
 	if status == store.TurnCompleted {
-		r.compactAfterTurn(r.life, run)
+		r.compactAfterTurn(r.lifeOf(run), run)
 	}
 }
 
@@ -347,7 +362,8 @@ func (r *Runner) finish(run *turnRun, status store.TurnStatus, stop aap.StopReas
 	if turnErr != nil {
 		p.Error = turnErr.Error()
 	}
-	err := r.retry(r.life, 0, func() error { return r.store.TurnFinish(r.life, p) })
+	life := r.lifeOf(run)
+	err := r.retry(life, 0, func() error { return r.store.TurnFinish(life, p) })
 	if err == nil || errors.Is(err, store.ErrClaimLost) || errors.Is(err, store.ErrUnavailable) || r.life.Err() != nil {
 		if err != nil {
 			r.log.Warn("record turn end", "turn", run.turn.ID, "err", err)
@@ -363,7 +379,7 @@ func (r *Runner) finish(run *turnRun, status store.TurnStatus, stop aap.StopReas
 	shown := max(recorded, 1)
 	p.Events = append(events[:shown:shown], aap.TurnStop(aap.StopError))
 	run.stop = aap.StopError
-	if err := r.retry(r.life, 0, func() error { return r.store.TurnFinish(r.life, p) }); err != nil {
+	if err := r.retry(life, 0, func() error { return r.store.TurnFinish(life, p) }); err != nil {
 		r.log.Error("record bare turn failure", "turn", run.turn.ID, "err", err)
 		return err
 	}

@@ -117,6 +117,7 @@ func recordRoute(next http.Handler) http.Handler {
 		if m, ok := r.Context().Value(matchedRouteKey{}).(*matchedRoute); ok {
 			if cur := mux.CurrentRoute(r); cur != nil {
 				m.name, _ = cur.GetPathTemplate()
+				nameSpan(r, m.name)
 			}
 		}
 		next.ServeHTTP(w, r)

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a Store.
@@ -35,6 +36,9 @@ type Config struct {
 	// and BatchTracer if it implements it): tests count round trips and
 	// commits with it.
 	Tracer pgx.QueryTracer
+	// TracerProvider, when set, traces every statement with OpenTelemetry
+	// inside the trace of the request or turn that sent it (trace.go).
+	TracerProvider trace.TracerProvider
 }
 
 // Store is aapd's database. It is safe for concurrent use.
@@ -54,8 +58,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = cfg.MaxConns
 	}
-	if cfg.Tracer != nil {
-		pcfg.ConnConfig.Tracer = cfg.Tracer
+	if t := queryTracer(cfg); t != nil {
+		pcfg.ConnConfig.Tracer = t
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {

@@ -81,6 +81,12 @@ var DefaultCompaction = compaction.Policy{
 // Model is the echo model.
 type Model struct{}
 
+// Provider is "echo": no provider's API is called (agents.ModelDescriber).
+func (Model) Provider() string { return Name }
+
+// ModelID is "echo": there is only the one.
+func (Model) ModelID(agents.ModelRequest) string { return Name }
+
 // ErrRequested is the failure the /error directive asks for.
 var ErrRequested = errors.New("echo: failure requested by /error")
 

@@ -105,8 +105,9 @@ func anthropicEvents(blocks [][2]string, deltas [][]string, stop string) string 
 	return b.String()
 }
 
-// providerServer starts aapd with one agent on the fake provider.
-func providerServer(t *testing.T, provider, baseURL string) *testServer {
+// providerServer starts aapd with one agent on the fake provider; edit
+// adjusts the rest of its configuration.
+func providerServer(t *testing.T, provider, baseURL string, edit ...func(*Config)) *testServer {
 	t.Helper()
 	cfg := fmt.Sprintf(`agents:
   - name: bot
@@ -127,7 +128,7 @@ func providerServer(t *testing.T, provider, baseURL string) *testServer {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return startServer(t, func(c *Config) { c.AgentsFile = path })
+	return startServer(t, append(edit, func(c *Config) { c.AgentsFile = path })...)
 }
 
 func TestOpenAIModelThroughWholeTurns(t *testing.T) {

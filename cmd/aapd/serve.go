@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/agents/agentconfig"
 	"github.com/aapd/aapd/agents/echo"
@@ -58,6 +60,10 @@ type Config struct {
 	// Limits are the default limits of a tenant without its own
 	// (docs/tenancy.md); zero fields are no limit.
 	Limits store.TenantLimits
+	// TracerProvider traces the server through a provider of the caller's
+	// (tests); nil means as the OTEL_* environment variables say
+	// (tracing.go), which is off unless they ask for it.
+	TracerProvider trace.TracerProvider
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
@@ -196,6 +202,7 @@ type Main struct {
 	ln       net.Listener
 	served   chan error
 	metrics  *metricsListener // nil without --metrics-addr
+	tracing  *tracing
 }
 
 // Start migrates (unless told not to), connects, and starts serving.
@@ -222,14 +229,20 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, stderr io.Write
 	if conns == 0 {
 		conns = DefaultDBMaxConns(cfg.Workers)
 	}
-	st, err := store.Open(ctx, store.Config{DatabaseURL: cfg.DatabaseURL, EncryptionKey: cfg.EncryptionKey, MaxConns: int32(conns)})
+	traces, err := openTracing(ctx, cfg.TracerProvider, logger)
 	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, store.Config{DatabaseURL: cfg.DatabaseURL, EncryptionKey: cfg.EncryptionKey, MaxConns: int32(conns),
+		TracerProvider: traces.provider})
+	if err != nil {
+		_ = traces.shutdown(ctx)
 		return nil, err
 	}
 	if st.KeyFromDatabase() {
 		logger.Warn("no encryption key configured: secret options are sealed with a key kept in the database; set AAPD_ENCRYPTION_KEY in production")
 	}
-	m := &Main{cfg: cfg, log: logger, Store: st, served: make(chan error, 1)}
+	m := &Main{cfg: cfg, log: logger, Store: st, served: make(chan error, 1), tracing: traces}
 	if err := m.start(ctx, stderr); err != nil {
 		m.close()
 		return nil, err
@@ -254,6 +267,7 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 	m.Runner = agents.NewRunner(agents.RunnerConfig{
 		Store: m.Store, Agents: registry, Owner: func() int32 { return m.Instance.ID() },
 		Workers: m.cfg.Workers, Lease: m.cfg.Lease, Logger: m.log, MaxRunningTurns: m.Limits.MaxRunningTurns,
+		TracerProvider: m.tracing.provider,
 	})
 	operator, err := m.adminHandler()
 	if err != nil {
@@ -292,7 +306,7 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 		m.ln.Close()
 		return err
 	}
-	m.http = m.cfg.Edge.server(m.API, m.log)
+	m.http = m.cfg.Edge.server(httpapi.Traced(m.API, m.tracing.provider), m.log)
 	go func() { m.served <- m.http.Serve(m.ln) }()
 	m.serveMetrics()
 	m.log.Info("aapd serving", "addr", m.ln.Addr().String(), "agents", registry.Names(), "instance", m.Instance.ID())
@@ -395,4 +409,10 @@ func (m *Main) close() {
 		}
 	}
 	m.Store.Close()
+	// Last: the spans of everything above are queued by now.
+	ctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+	defer cancel()
+	if err := m.tracing.shutdown(ctx); err != nil {
+		m.log.Warn("flush traces", "err", err)
+	}
 }
