@@ -107,9 +107,9 @@ func (r *Runner) compactAfterTurn(ctx context.Context, run *turnRun) {
 		// The next turn began, or other replicas kept compacting: the next
 		// turn's end tries again.
 	case err != nil:
-		r.log.Warn("compaction failed; the history stays as it was", "session", run.turn.SessionID, "err", err)
+		r.log.WarnContext(ctx, "compaction failed; the history stays as it was", "err", err)
 	case out.Changed:
-		r.log.Info("compacted", "session", run.turn.SessionID, "strategy", out.Record.Strategy,
+		r.log.InfoContext(ctx, "compacted", "strategy", out.Record.Strategy,
 			"tokens_before", out.Record.TokensBefore, "tokens_after", out.Record.TokensAfter)
 	}
 }

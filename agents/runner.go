@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/store"
 )
 
@@ -96,6 +97,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.Logger = logctx.Wrap(cfg.Logger)
 	life, end := context.WithCancelCause(context.Background())
 	return &Runner{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger,
@@ -115,6 +117,9 @@ type StartParams struct {
 	Request        aap.TurnRequest
 	IdempotencyKey string
 	RequestHash    []byte
+	// RequestID is the id of the request that starts the turn: the
+	// worker's log lines carry it (logContext).
+	RequestID string
 }
 
 // Handle is a started turn.
@@ -186,10 +191,11 @@ func (r *Runner) work(p StartParams, started chan<- startOutcome, release func()
 		started <- startOutcome{handle: &Handle{Turn: begun.Turn, Events: r.Follow(begun.Turn.Ref()), Replay: true, runner: r}}
 		return
 	}
+	life := logContext(r.life, p.RequestID, ref)
 	if begun.Interrupted != "" {
-		r.log.Info("took over the session of a dead turn", "session", p.SessionID, "interrupted_turn", begun.Interrupted)
+		r.log.InfoContext(life, "took over the session of a dead turn", "interrupted_turn", begun.Interrupted)
 	}
-	turnCtx, cancel := context.WithCancelCause(r.life)
+	turnCtx, cancel := context.WithCancelCause(life)
 	defer cancel(nil)
 	active := &activeTurn{ref: ref, stream: run.stream, cancel: cancel}
 	r.mu.Lock()
@@ -237,7 +243,7 @@ func (r *Runner) claim(ref store.TurnRef, p StartParams) (*turnRun, store.TurnBe
 		case !landed:
 			err = fmt.Errorf("begin turn on session %s: %w", ref.SessionID, store.ErrUnavailable)
 		default:
-			r.log.Info("a claim whose commit went unanswered had landed; running its turn", "turn", ref.TurnID)
+			r.log.InfoContext(logContext(r.life, p.RequestID, ref), "a claim whose commit went unanswered had landed; running its turn")
 		}
 	}
 	if err != nil || begun.Replay {
@@ -305,12 +311,12 @@ func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, 
 		status = store.TurnFailed
 	}
 	if err != nil {
-		r.log.Warn("turn ended with an error", "session", run.turn.SessionID, "turn", run.turn.ID, "status", status, "err", err)
+		r.log.WarnContext(ctx, "turn ended with an error", "status", status, "err", err)
 	}
 	run.stop = stop
 	run.emit(aap.TurnStop(stop))
 	key := cacheKey(run.turn.TenantID, run.turn.SessionID)
-	run.err = r.finish(run, status, stop, err)
+	run.err = r.finish(ctx, run, status, stop, err)
 	// The turn is over: its worker slot is free, and it leaves the running
 	// turns before its answer goes out.
 	release()
@@ -328,7 +334,7 @@ func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, 
 	close(run.done)
 	// The answer is out; compacting (perhaps with a model) follows it.
 	if status == store.TurnCompleted {
-		r.compactAfterTurn(r.life, run)
+		r.compactAfterTurn(detachedLogContext(r.life, ctx), run)
 	}
 }
 
@@ -336,7 +342,7 @@ func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, 
 // to have lost its session, or the runner stops for good. A write the
 // database refuses for any other reason is replaced by a bare record of the
 // failure, so no turn is left running by its own process.
-func (r *Runner) finish(run *turnRun, status store.TurnStatus, stop aap.StopReason, turnErr error) error {
+func (r *Runner) finish(logCtx context.Context, run *turnRun, status store.TurnStatus, stop aap.StopReason, turnErr error) error {
 	events, recorded := run.stream.all()
 	p := store.TurnFinishParams{
 		Ref: run.turn.Ref(), Step: run.step + 1, FirstSeq: run.lastSeq + 1 - int64(len(run.final)),
@@ -350,11 +356,11 @@ func (r *Runner) finish(run *turnRun, status store.TurnStatus, stop aap.StopReas
 	err := r.retry(r.life, 0, func() error { return r.store.TurnFinish(r.life, p) })
 	if err == nil || errors.Is(err, store.ErrClaimLost) || errors.Is(err, store.ErrUnavailable) || r.life.Err() != nil {
 		if err != nil {
-			r.log.Warn("record turn end", "turn", run.turn.ID, "err", err)
+			r.log.WarnContext(logCtx, "record turn end", "err", err)
 		}
 		return err
 	}
-	r.log.Error("record turn end; recording a bare failure instead", "turn", run.turn.ID, "err", err)
+	r.log.ErrorContext(logCtx, "record turn end; recording a bare failure instead", "err", err)
 	// Without its last step: the session waits on what it waited on after
 	// the last step written.
 	p.Messages, p.Pending, p.Status, p.StopReason = nil, run.pendingCommitted, store.TurnFailed, aap.StopError
@@ -364,7 +370,7 @@ func (r *Runner) finish(run *turnRun, status store.TurnStatus, stop aap.StopReas
 	p.Events = append(events[:shown:shown], aap.TurnStop(aap.StopError))
 	run.stop = aap.StopError
 	if err := r.retry(r.life, 0, func() error { return r.store.TurnFinish(r.life, p) }); err != nil {
-		r.log.Error("record bare turn failure", "turn", run.turn.ID, "err", err)
+		r.log.ErrorContext(logCtx, "record bare turn failure", "err", err)
 		return err
 	}
 	return errors.New("the turn's end was recorded as a failure")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/auth"
+	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/quota"
 	"github.com/aapd/aapd/store"
 )
@@ -97,6 +98,8 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	// Every line logged with a request's context names the request.
+	cfg.Logger = logctx.Wrap(cfg.Logger)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
