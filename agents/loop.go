@@ -73,7 +73,9 @@ func (t *turnRun) run(ctx context.Context) (aap.StopReason, error) {
 	}
 	for range t.agent.maxSteps() {
 		seen, upTo := len(t.history), t.lastSeq
+		modelDone := t.runner.metrics.modelCall(ctx, t.agent, t.modelName())
 		resp, err := t.agent.Model.Generate(ctx, t.modelRequest(), t.onDelta)
+		modelDone(resp.Usage, err)
 		t.usage = t.usage.Add(resp.Usage)
 		if resp.Usage.InputTokens > 0 {
 			t.contextTokens, t.contextItems, t.contextUpTo = resp.Usage.InputTokens, seen, upTo
@@ -101,6 +103,7 @@ func (t *turnRun) run(ctx context.Context) (aap.StopReason, error) {
 			case toolNeedsPermission:
 				pending = append(pending, aap.PendingToolCall{ToolCall: c, Server: true})
 			case toolClient:
+				t.runner.metrics.clientToolCalled()
 				pending = append(pending, aap.PendingToolCall{ToolCall: c})
 			}
 		}
@@ -189,6 +192,15 @@ func (t *turnRun) keepPartial(m Message) {
 	t.stage([]store.NewMessage{{Message: partial.Message, Extra: partial.Extra, Origin: store.OriginAgent}}, t.pending)
 }
 
+// modelName is the provider model id the session picked with the agent's
+// model option, or "" for the agent's own (what modelRequest sends).
+func (t *turnRun) modelName() string {
+	if t.agent.ModelOption == "" {
+		return ""
+	}
+	return t.agent.ResolveOptions(t.session.AllOptions())[t.agent.ModelOption]
+}
+
 func (t *turnRun) modelRequest() ModelRequest {
 	opts := t.agent.ResolveOptions(t.session.AllOptions())
 	req := ModelRequest{System: t.agent.SystemFor(opts), Messages: t.history, Options: opts,
@@ -268,9 +280,11 @@ func (t *turnRun) callTool(ctx context.Context, c aap.ToolCall) aap.Content {
 	// hallucinated call of any other is answered with an error.
 	tool := t.agent.tool(c.Name)
 	if tool == nil || t.classify(c.Name) == toolUnknown || t.classify(c.Name) == toolClient {
+		t.runner.metrics.toolCalled(nil, nil)
 		return aap.TextContent(fmt.Sprintf("Error: no tool named %q is available", c.Name))
 	}
 	content, err := tool.Call(ctx, c.Input)
+	t.runner.metrics.toolCalled(tool, err)
 	if err != nil {
 		return aap.TextContent("Error: " + err.Error())
 	}

@@ -46,6 +46,9 @@ type RunnerConfig struct {
 	// unavailable before the turn fails.
 	CommitRetry time.Duration
 	Logger      *slog.Logger
+	// Metrics are the turns' metrics (metrics.go); nil: metrics of its own,
+	// registered nowhere.
+	Metrics *Metrics
 }
 
 // Runner is the worker pool that runs turns. A turn is claimed, run and
@@ -53,9 +56,10 @@ type RunnerConfig struct {
 // request's: a client that goes away, even while the claim commits, does
 // not stop it.
 type Runner struct {
-	cfg   RunnerConfig
-	store *store.Store
-	log   *slog.Logger
+	cfg     RunnerConfig
+	store   *store.Store
+	log     *slog.Logger
+	metrics *Metrics
 	admit *admission
 	cache *historyCache
 
@@ -98,9 +102,12 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Logger = logctx.Wrap(cfg.Logger)
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
 	life, end := context.WithCancelCause(context.Background())
 	return &Runner{
-		cfg: cfg, store: cfg.Store, log: cfg.Logger,
+		cfg: cfg, store: cfg.Store, log: cfg.Logger, metrics: cfg.Metrics,
 		admit: newAdmission(cfg.Workers), cache: newHistoryCache(),
 		life: life, endLife: end,
 		running: map[string]*activeTurn{}, beatDone: make(chan struct{}),
@@ -287,6 +294,7 @@ func (r *Runner) liveStream(turnID string) *Stream {
 // record, whole event log, release) in one write, and only then turn_stop
 // is shown, so a client that sees it can send its next turn at once.
 func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, release func()) {
+	started := time.Now()
 	recCtx, stopRecorder := context.WithCancel(context.WithoutCancel(ctx))
 	recorded := make(chan struct{})
 	go func() {
@@ -317,6 +325,7 @@ func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, 
 	run.emit(aap.TurnStop(stop))
 	key := cacheKey(run.turn.TenantID, run.turn.SessionID)
 	run.err = r.finish(ctx, run, status, stop, err)
+	r.metrics.turnEnded(run.agent, status, run.stop, time.Since(started))
 	// The turn is over: its worker slot is free, and it leaves the running
 	// turns before its answer goes out.
 	release()

@@ -62,6 +62,9 @@ type tool struct {
 
 func (t *tool) Spec() aap.ToolSpec { return t.spec }
 
+// MCPServer names the tool's server: agents labels its calls kind="mcp".
+func (t *tool) MCPServer() string { return t.server.cfg.Name }
+
 // Call calls the tool. A result flagged isError is returned as an error, so
 // the model reads "Error: ...".
 func (t *tool) Call(ctx context.Context, input json.RawMessage) (aap.Content, error) {
