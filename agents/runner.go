@@ -60,8 +60,8 @@ type Runner struct {
 	store   *store.Store
 	log     *slog.Logger
 	metrics *Metrics
-	admit *admission
-	cache *historyCache
+	admit   *admission
+	cache   *historyCache
 
 	// life is cancelled when the runner stops for good: at the end of
 	// Shutdown's drain. Every worker's context derives from it.
