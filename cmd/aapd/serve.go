@@ -164,9 +164,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// JSON lines; those logged with a request's or turn's context name it
-	// (logctx: request_id, tenant, session, turn).
-	logger := slog.New(logctx.NewHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})))
+	logger := newLogger(stderr, cfg.LogLevel)
 	slog.SetDefault(logger)
 	m, err := Start(ctx, cfg, logger, stderr)
 	if err != nil {
@@ -174,6 +172,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	<-ctx.Done()
 	return m.Shutdown()
+}
+
+// newLogger is aapd's logger: JSON lines, and those logged with a
+// request's or turn's context name it (logctx: request_id, tenant, session,
+// turn).
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(logctx.NewHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
 }
 
 // DefaultDBMaxConns sizes the connection pool for a number of workers. A
