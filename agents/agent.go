@@ -25,6 +25,12 @@ type Agent struct {
 	System string
 	// Model generates the agent's messages.
 	Model Model
+	// Provider names the model's provider (openai, anthropic, echo) in
+	// metrics labels; empty is labelled "other".
+	Provider string
+	// ModelName is the provider model id the agent runs unless a session's
+	// ModelOption picks another: metrics label model calls with it.
+	ModelName string
 	// Tools are the server-side tools clients can enable.
 	Tools []Tool
 	// MaxSteps bounds the model calls of one turn (DefaultMaxSteps if 0).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/compaction"
@@ -107,9 +108,9 @@ func (r *Runner) compactAfterTurn(ctx context.Context, run *turnRun) {
 		// The next turn began, or other replicas kept compacting: the next
 		// turn's end tries again.
 	case err != nil:
-		r.log.Warn("compaction failed; the history stays as it was", "session", run.turn.SessionID, "err", err)
+		r.log.WarnContext(ctx, "compaction failed; the history stays as it was", "err", err)
 	case out.Changed:
-		r.log.Info("compacted", "session", run.turn.SessionID, "strategy", out.Record.Strategy,
+		r.log.InfoContext(ctx, "compacted", "strategy", out.Record.Strategy,
 			"tokens_before", out.Record.TokensBefore, "tokens_after", out.Record.TokensAfter)
 	}
 }
@@ -139,9 +140,10 @@ func (r *Runner) lockCompaction(ctx context.Context, tenantID, sessionID string)
 // compactRetrying compacts, recomputing from a fresh snapshot when another
 // replica's compaction committed first, at most compactAttempts times. The
 // caller holds the session's compaction lock.
-func (r *Runner) compactRetrying(ctx context.Context, agent *Agent, sess store.Session, trigger string) (CompactOutcome, error) {
+func (r *Runner) compactRetrying(ctx context.Context, agent *Agent, sess store.Session, trigger string) (out CompactOutcome, err error) {
+	defer func(start time.Time) { r.metrics.compacted(agent, trigger, start, out, err) }(time.Now())
 	for attempt := 1; ; attempt++ {
-		out, err := r.compact(ctx, agent, sess, trigger)
+		out, err = r.compact(ctx, agent, sess, trigger)
 		if !errors.Is(err, store.ErrCompactionConflict) {
 			return out, err
 		}
@@ -180,7 +182,7 @@ func (r *Runner) compact(ctx context.Context, agent *Agent, sess store.Session, 
 	}
 	summarizer := c.Summarizer
 	if summarizer == nil {
-		summarizer = modelSummarizer{agent: agent, options: agent.ResolveOptions(sess.AllOptions())}
+		summarizer = modelSummarizer{agent: agent, options: agent.ResolveOptions(sess.AllOptions()), metrics: r.metrics}
 	}
 	strategy, err := compaction.New(policy.Strategy, summarizer)
 	if err != nil {
@@ -224,6 +226,7 @@ Write plain prose or short bullet points in the language of the conversation. Do
 type modelSummarizer struct {
 	agent   *Agent
 	options map[string]string
+	metrics *Metrics
 }
 
 // Summarize shows the model the items as a transcript to summarize, not as
@@ -239,7 +242,9 @@ func (m modelSummarizer) Summarize(ctx context.Context, items []compaction.Item,
 	if m.agent.ModelOption != "" {
 		req.Model = m.options[m.agent.ModelOption]
 	}
+	modelDone := m.metrics.modelCall(ctx, m.agent, req.Model)
 	resp, err := generate(ctx, m.agent, req, func(ModelDelta) {})
+	modelDone(resp.Usage, err)
 	if err != nil {
 		return "", fmt.Errorf("summarize: %w", err)
 	}

@@ -77,7 +77,9 @@ func (t *turnRun) run(ctx context.Context) (aap.StopReason, error) {
 	}
 	for range t.agent.maxSteps() {
 		seen, upTo := len(t.history), t.lastSeq
+		modelDone := t.runner.metrics.modelCall(ctx, t.agent, t.modelName())
 		resp, err := generate(ctx, t.agent, t.modelRequest(), t.onDelta)
+		modelDone(resp.Usage, err)
 		t.usage = t.usage.Add(resp.Usage)
 		if resp.Usage.InputTokens > 0 {
 			t.contextTokens, t.contextItems, t.contextUpTo = resp.Usage.InputTokens, seen, upTo
@@ -105,6 +107,7 @@ func (t *turnRun) run(ctx context.Context) (aap.StopReason, error) {
 			case toolNeedsPermission:
 				pending = append(pending, aap.PendingToolCall{ToolCall: c, Server: true})
 			case toolClient:
+				t.runner.metrics.clientToolCalled()
 				pending = append(pending, aap.PendingToolCall{ToolCall: c})
 			}
 		}
@@ -193,6 +196,15 @@ func (t *turnRun) keepPartial(m Message) {
 	t.stage([]store.NewMessage{{Message: partial.Message, Extra: partial.Extra, Origin: store.OriginAgent}}, t.pending)
 }
 
+// modelName is the provider model id the session picked with the agent's
+// model option, or "" for the agent's own (what modelRequest sends).
+func (t *turnRun) modelName() string {
+	if t.agent.ModelOption == "" {
+		return ""
+	}
+	return t.agent.ResolveOptions(t.session.AllOptions())[t.agent.ModelOption]
+}
+
 func (t *turnRun) modelRequest() ModelRequest {
 	opts := t.agent.ResolveOptions(t.session.AllOptions())
 	req := ModelRequest{System: t.agent.SystemFor(opts), Messages: t.history, Options: opts,
@@ -273,9 +285,11 @@ func (t *turnRun) callTool(ctx context.Context, c aap.ToolCall) aap.Content {
 	tool := t.agent.tool(c.Name)
 	if tool == nil || t.classify(c.Name) == toolUnknown || t.classify(c.Name) == toolClient {
 		noteUnavailableTool(ctx, c)
+		t.runner.metrics.toolCalled(nil, nil)
 		return aap.TextContent(fmt.Sprintf("Error: no tool named %q is available", c.Name))
 	}
 	content, err := callTool(ctx, tool, c)
+	t.runner.metrics.toolCalled(tool, err)
 	if err != nil {
 		return aap.TextContent("Error: " + err.Error())
 	}

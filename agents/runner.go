@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/store"
 )
 
@@ -49,6 +50,9 @@ type RunnerConfig struct {
 	Logger      *slog.Logger
 	// TracerProvider traces turns (trace.go); nil for none.
 	TracerProvider trace.TracerProvider
+	// Metrics are the turns' metrics (metrics.go); nil: metrics of its own,
+	// registered nowhere.
+	Metrics *Metrics
 }
 
 // Runner is the worker pool that runs turns. A turn is claimed, run and
@@ -56,11 +60,12 @@ type RunnerConfig struct {
 // request's: a client that goes away, even while the claim commits, does
 // not stop it.
 type Runner struct {
-	cfg   RunnerConfig
-	store *store.Store
-	log   *slog.Logger
-	admit *admission
-	cache *historyCache
+	cfg     RunnerConfig
+	store   *store.Store
+	log     *slog.Logger
+	metrics *Metrics
+	admit   *admission
+	cache   *historyCache
 	// tracer starts the turns' spans (trace.go).
 	tracer trace.Tracer
 
@@ -102,9 +107,13 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.Logger = logctx.Wrap(cfg.Logger)
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
 	life, end := context.WithCancelCause(context.Background())
 	return &Runner{
-		cfg: cfg, store: cfg.Store, log: cfg.Logger,
+		cfg: cfg, store: cfg.Store, log: cfg.Logger, metrics: cfg.Metrics,
 		admit: newAdmission(cfg.Workers), cache: newHistoryCache(), tracer: newTracer(cfg.TracerProvider),
 		life: life, endLife: end,
 		running: map[string]*activeTurn{}, beatDone: make(chan struct{}),
@@ -125,6 +134,9 @@ type StartParams struct {
 	// requestSpan is the span of the request that started the turn, the
 	// turn's span's parent and link (trace.go).
 	requestSpan trace.SpanContext
+	// RequestID is the id of the request that starts the turn: the
+	// worker's log lines carry it (logContext).
+	RequestID string
 }
 
 // Handle is a started turn.
@@ -200,8 +212,9 @@ func (r *Runner) work(p StartParams, started chan<- startOutcome, release func()
 		started <- startOutcome{handle: &Handle{Turn: begun.Turn, Events: r.Follow(begun.Turn.Ref()), Replay: true, runner: r}}
 		return
 	}
+	life = logContext(life, p.RequestID, ref)
 	if begun.Interrupted != "" {
-		r.log.Info("took over the session of a dead turn", "session", p.SessionID, "interrupted_turn", begun.Interrupted)
+		r.log.InfoContext(life, "took over the session of a dead turn", "interrupted_turn", begun.Interrupted)
 	}
 	turnCtx, cancel := context.WithCancelCause(life)
 	defer cancel(nil)
@@ -251,7 +264,7 @@ func (r *Runner) claim(life context.Context, ref store.TurnRef, p StartParams) (
 		case !landed:
 			err = fmt.Errorf("begin turn on session %s: %w", ref.SessionID, store.ErrUnavailable)
 		default:
-			r.log.Info("a claim whose commit went unanswered had landed; running its turn", "turn", ref.TurnID)
+			r.log.InfoContext(logContext(r.life, p.RequestID, ref), "a claim whose commit went unanswered had landed; running its turn")
 		}
 	}
 	if err != nil || begun.Replay {
@@ -295,6 +308,7 @@ func (r *Runner) liveStream(turnID string) *Stream {
 // record, whole event log, release) in one write, and only then turn_stop
 // is shown, so a client that sees it can send its next turn at once.
 func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, release func()) {
+	started := time.Now()
 	recCtx, stopRecorder := context.WithCancel(context.WithoutCancel(ctx))
 	recorded := make(chan struct{})
 	go func() {
@@ -319,13 +333,14 @@ func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, 
 		status = store.TurnFailed
 	}
 	if err != nil {
-		r.log.Warn("turn ended with an error", "session", run.turn.SessionID, "turn", run.turn.ID, "status", status, "err", err)
+		r.log.WarnContext(ctx, "turn ended with an error", "status", status, "err", err)
 	}
 	run.stop = stop
 	run.emit(aap.TurnStop(stop))
 	key := cacheKey(run.turn.TenantID, run.turn.SessionID)
-	run.err = r.finish(run, status, stop, err)
+	run.err = r.finish(ctx, run, status, stop, err)
 	endTurnSpan(run, status, err)
+	r.metrics.turnEnded(run.agent, status, run.stop, time.Since(started))
 	// The turn is over: its worker slot is free, and it leaves the running
 	// turns before its answer goes out.
 	release()
@@ -343,7 +358,7 @@ func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, 
 	close(run.done)
 	// The answer is out; compacting (perhaps with a model) follows it.
 	if status == store.TurnCompleted {
-		r.compactAfterTurn(r.lifeOf(run), run)
+		r.compactAfterTurn(detachedLogContext(r.lifeOf(run), ctx), run)
 	}
 }
 
@@ -351,7 +366,7 @@ func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, 
 // to have lost its session, or the runner stops for good. A write the
 // database refuses for any other reason is replaced by a bare record of the
 // failure, so no turn is left running by its own process.
-func (r *Runner) finish(run *turnRun, status store.TurnStatus, stop aap.StopReason, turnErr error) error {
+func (r *Runner) finish(logCtx context.Context, run *turnRun, status store.TurnStatus, stop aap.StopReason, turnErr error) error {
 	events, recorded := run.stream.all()
 	p := store.TurnFinishParams{
 		Ref: run.turn.Ref(), Step: run.step + 1, FirstSeq: run.lastSeq + 1 - int64(len(run.final)),
@@ -366,11 +381,11 @@ func (r *Runner) finish(run *turnRun, status store.TurnStatus, stop aap.StopReas
 	err := r.retry(life, 0, func() error { return r.store.TurnFinish(life, p) })
 	if err == nil || errors.Is(err, store.ErrClaimLost) || errors.Is(err, store.ErrUnavailable) || r.life.Err() != nil {
 		if err != nil {
-			r.log.Warn("record turn end", "turn", run.turn.ID, "err", err)
+			r.log.WarnContext(logCtx, "record turn end", "err", err)
 		}
 		return err
 	}
-	r.log.Error("record turn end; recording a bare failure instead", "turn", run.turn.ID, "err", err)
+	r.log.ErrorContext(logCtx, "record turn end; recording a bare failure instead", "err", err)
 	// Without its last step: the session waits on what it waited on after
 	// the last step written.
 	p.Messages, p.Pending, p.Status, p.StopReason = nil, run.pendingCommitted, store.TurnFailed, aap.StopError
@@ -380,7 +395,7 @@ func (r *Runner) finish(run *turnRun, status store.TurnStatus, stop aap.StopReas
 	p.Events = append(events[:shown:shown], aap.TurnStop(aap.StopError))
 	run.stop = aap.StopError
 	if err := r.retry(life, 0, func() error { return r.store.TurnFinish(life, p) }); err != nil {
-		r.log.Error("record bare turn failure", "turn", run.turn.ID, "err", err)
+		r.log.ErrorContext(logCtx, "record bare turn failure", "err", err)
 		return err
 	}
 	return errors.New("the turn's end was recorded as a failure")

@@ -79,10 +79,6 @@ type ModelDescriber interface {
 	ModelID(req ModelRequest) string
 }
 
-// mcpTool is a tool served by an MCP server (agents/mcp), as traces tell it
-// from aapd's built-in server tools.
-type mcpTool interface{ MCPServer() string }
-
 // newTracer returns the runner's tracer; nil means tracing is off.
 func newTracer(tp trace.TracerProvider) trace.Tracer {
 	if tp == nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/store"
 )
 
@@ -106,5 +107,6 @@ func sessionID(r *http.Request) (string, error) {
 	if !store.ValidID("sess_", id) {
 		return "", probNotFound.with("no such session")
 	}
+	logctx.FromContext(r.Context()).SetSession(id)
 	return id, nil
 }

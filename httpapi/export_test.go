@@ -9,7 +9,7 @@ import (
 // RouteTemplates lists every route routes registers, as "METHOD /template",
 // sorted: what the OpenAPI document must describe (openapi_test.go).
 func RouteTemplates() ([]string, error) {
-	s := &Server{metrics: newMetrics(func() int { return 0 })}
+	s := &Server{metrics: newMetrics(metricsConfig{})}
 	var out []string
 	err := s.routes().(*mux.Router).Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
 		tpl, err := route.GetPathTemplate()

@@ -2,15 +2,20 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/aapd/aapd/store"
 )
 
-// metrics are the server's Prometheus metrics, on a registry of its own so
-// that several servers can live in one process (as in tests).
+// metrics are the server's Prometheus metrics. They live on the registry
+// Config.Registry names, which aapd serve shares with the runner's metrics
+// (agents.NewMetrics), or else on one of the server's own, so that several
+// servers can live in one process (as in tests).
 type metrics struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
@@ -19,11 +24,28 @@ type metrics struct {
 	// server was done: not server errors, but worth watching (a proxy's
 	// timeout shorter than a turn shows up here).
 	clientDisconnects *prometheus.CounterVec
+	// streams counts the SSE responses open now.
+	streams prometheus.Gauge
+	// rejections counts requests refused for want of capacity or turn:
+	// rejected, rejectionCauses.
+	rejections *prometheus.CounterVec
 }
 
-func newMetrics(running func() int) *metrics {
+// metricsConfig is what newMetrics registers beyond the HTTP metrics.
+type metricsConfig struct {
+	registry *prometheus.Registry // nil: a new one
+	running  func() int           // turns running in this process
+	pool     func() store.PoolStat
+	build    BuildInfo
+}
+
+func newMetrics(cfg metricsConfig) *metrics {
+	reg := cfg.registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	m := &metrics{
-		registry: prometheus.NewRegistry(),
+		registry: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aapd_http_requests_total",
 			Help: "HTTP requests by method, route and status class (labels from fixed sets: methodLabel, statusClass).",
@@ -37,15 +59,53 @@ func newMetrics(running func() int) *metrics {
 			Name: "aapd_http_client_disconnects_total",
 			Help: "HTTP requests whose client went away before the server was done, by route (logged with status 499 unless a stream had started).",
 		}, []string{"route"}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "aapd_sse_streams_open",
+			Help: "Server-Sent Events responses open now (turns streamed and turns followed).",
+		}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aapd_rejections_total",
+			Help: "Requests refused for want of capacity or of the session, by cause: busy and compacting (409), rate_limited, running_turns_limit and fair_share (429), saturated and unavailable (503).",
+		}, []string{"cause"}),
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.clientDisconnects,
+	running := cfg.running
+	if running == nil {
+		running = func() int { return 0 }
+	}
+	reg.MustRegister(m.requests, m.duration, m.clientDisconnects, m.streams, m.rejections,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "aapd_turns_running",
 			Help: "Turns running in this process.",
 		}, func() float64 { return float64(running()) }),
+		newBuildInfo(cfg.build),
 	)
+	if cfg.pool != nil {
+		reg.MustRegister(newPoolCollector(cfg.pool))
+	}
+	for _, cause := range rejectionCauses {
+		m.rejections.WithLabelValues(cause) // every cause shows, at 0, from the start
+	}
 	return m
+}
+
+// rejectionCauses label the problems counted in aapd_rejections_total, by
+// problem type slug: each kind of refusal an operator sizes for.
+var rejectionCauses = map[string]string{
+	probTurnRunning.slug: "busy",
+	probCompacting.slug:  "compacting",
+	probRateLimited.slug: "rate_limited",
+	probTurnLimit.slug:   "running_turns_limit",
+	probFairShare.slug:   "fair_share",
+	probOverloaded.slug:  "saturated",
+	probUnavailable.slug: "unavailable",
+}
+
+// rejected counts p if it is a rejection (rejectionCauses).
+func (m *metrics) rejected(p *Problem) {
+	if cause, ok := rejectionCauses[strings.TrimPrefix(p.Type, ProblemTypeBase)]; ok {
+		m.rejections.WithLabelValues(cause).Inc()
+	}
 }
 
 // observeRequest counts a request. Every label comes from a fixed set —

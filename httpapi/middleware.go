@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/aapd/aapd/auth"
+	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/store"
 )
 
@@ -22,6 +23,7 @@ type responseWriter struct {
 	http.ResponseWriter
 	status      int
 	wroteHeader bool
+	bytes       int64 // body bytes written, for the access log
 }
 
 func (w *responseWriter) WriteHeader(status int) {
@@ -35,7 +37,9 @@ func (w *responseWriter) Write(b []byte) (int, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
 }
 
 func (w *responseWriter) Flush() {
@@ -62,7 +66,10 @@ var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 const StatusClientClosedRequest = 499
 
 // observe gives each request an id (X-Request-Id, kept from the client when
-// sane), recovers panics into 500s, and logs and counts every request. A
+// sane), recovers panics into 500s, and logs and counts every request. The
+// request's context carries a logctx.Fields holder, filled in as the
+// tenant, session and turn become known, so that every line logged with the
+// context, the access log line last, names them. A
 // request whose client went away before the handler returned is counted as
 // a disconnect, and recorded with status 499 unless its response had
 // already started (a stream keeps its 200). Metrics labels come from fixed
@@ -79,6 +86,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		w.Header().Set("X-Request-Id", id)
 		route := &matchedRoute{name: "unmatched"}
 		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
+		ctx = logctx.NewContext(ctx, logctx.New(id))
 		r = r.WithContext(context.WithValue(ctx, matchedRouteKey{}, route))
 		rw := &responseWriter{ResponseWriter: w, status: http.StatusOK}
 		defer func() {
@@ -86,7 +94,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.log.ErrorContext(r.Context(), "panic serving request", "panic", v, "request_id", id)
+				s.log.ErrorContext(r.Context(), "panic serving request", "panic", v)
 				if !rw.wroteHeader {
 					writeProblem(rw, r, probInternal.with("the server could not complete the request"))
 				}
@@ -99,7 +107,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			}
 			s.metrics.observeRequest(r.Method, route.name, rw.status, time.Since(start))
 			s.log.InfoContext(r.Context(), "request", "method", r.Method, "route", route.name, "path", r.URL.Path,
-				"status", rw.status, "duration_ms", time.Since(start).Milliseconds(), "request_id", id)
+				"status", rw.status, "bytes", rw.bytes, "duration_ms", time.Since(start).Milliseconds())
 		}()
 		next.ServeHTTP(rw, r)
 	})
@@ -183,6 +191,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.fail(w, r, err)
 			return
 		}
+		logctx.FromContext(r.Context()).SetTenant(p.TenantID)
 		next.ServeHTTP(w, r.WithContext(auth.NewContext(r.Context(), p)))
 	})
 }

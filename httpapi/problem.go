@@ -189,6 +189,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	p, internal := toProblem(err)
+	s.metrics.rejected(p)
 	if internal {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", p.Status, "err", err)
 	} else if p.Status >= 500 {

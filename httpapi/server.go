@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/auth"
+	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/quota"
 	"github.com/aapd/aapd/store"
 )
@@ -67,6 +69,14 @@ type Config struct {
 
 	// Limits are the tenants' limits (docs/tenancy.md); nil for none.
 	Limits *quota.Limits
+
+	// Registry collects the server's metrics, and is what /metrics and
+	// MetricsHandler serve. aapd serve shares it with the runner's metrics
+	// (agents.RunnerConfig.Metrics), so the turns' metrics are served too.
+	// Nil: a registry of the server's own.
+	Registry *prometheus.Registry
+	// Build describes the binary, in aapd_build_info.
+	Build BuildInfo
 }
 
 // Server is aapd's HTTP API.
@@ -97,10 +107,13 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	// Every line logged with a request's context names the request.
+	cfg.Logger = logctx.Wrap(cfg.Logger)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, metrics: newMetrics(cfg.Runner.Running), drain: newDrainState(),
+	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, metrics: newMetrics(metricsConfig{
+		registry: cfg.Registry, running: cfg.Runner.Running, pool: cfg.Store.PoolStat, build: cfg.Build}), drain: newDrainState(),
 		keys: newKeyCache(cfg.Now), rates: quota.NewRateLimiter(cfg.Now)}
 	s.keyUses = newKeyUses(cfg.Store.APIKeyTouch, cfg.Now, cfg.Logger)
 	tokens := cfg.Tokens

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/auth"
+	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/store"
 )
 
@@ -58,6 +59,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set(ReplayedHeader, "true")
 	}
 	w.Header().Set("Location", "/sessions/"+sess.ID)
+	logctx.FromContext(r.Context()).SetSession(sess.ID)
 	return writeJSON(w, http.StatusCreated, aap.CreateSessionResponse{SessionID: sess.ID})
 }
 

@@ -66,6 +66,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, src agents
 		}()
 	}
 	out := startSSE(w)
+	s.metrics.streams.Inc()
+	defer s.metrics.streams.Dec()
 	pos := after
 	for {
 		readCtx, cancelRead := context.WithTimeout(ctx, s.cfg.KeepAlive)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/agents"
+	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/store"
 )
 
@@ -46,11 +47,12 @@ func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) error {
 	}
 	h, err := s.cfg.Runner.Start(r.Context(), agents.StartParams{
 		TenantID: tenantOf(r), SessionID: id, Owner: ownerOf(r), Request: req,
-		IdempotencyKey: key, RequestHash: requestHash(r, body),
+		IdempotencyKey: key, RequestHash: requestHash(r, body), RequestID: requestIDFrom(r.Context()),
 	})
 	if err != nil {
 		return err
 	}
+	logctx.FromContext(r.Context()).SetTurn(h.Turn.ID)
 	w.Header().Set(TurnIDHeader, h.Turn.ID)
 	if h.Replay {
 		w.Header().Set(ReplayedHeader, "true")
@@ -146,6 +148,7 @@ func (s *Server) turnRef(r *http.Request) (store.Turn, error) {
 	if !store.ValidID("turn_", turnID) {
 		return store.Turn{}, probNotFound.with("no such turn")
 	}
+	logctx.FromContext(r.Context()).SetTurn(turnID)
 	t, err := s.cfg.Store.TurnGetOwned(r.Context(), tenantOf(r), ownerOf(r), id, turnID)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Turn{}, probNotFound.with("no such turn")

@@ -242,9 +242,13 @@ func (b *builder) model(field string, m ModelSpec, a *agents.Agent) error {
 	if defaultModel == "" && len(m.Models) > 0 {
 		defaultModel = m.Models[0]
 	}
+	a.Provider, a.ModelName = m.Provider, defaultModel
 	switch m.Provider {
 	case "echo":
 		a.Model = echo.Model{}
+		if a.ModelName == "" {
+			a.ModelName = "echo"
+		}
 		return nil
 	case "openai":
 		a.Model, err = openai.New(openai.Config{

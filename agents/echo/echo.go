@@ -60,8 +60,10 @@ func NewAgent() *agents.Agent {
 				Image:       &aap.ImageCapabilities{HTTP: e, Data: e},
 			},
 		},
-		Model: Model{},
-		Tools: []agents.Tool{tools.Clock(nil), tools.Calculator()},
+		Model:     Model{},
+		Provider:  "echo",
+		ModelName: "echo",
+		Tools:     []agents.Tool{tools.Clock(nil), tools.Calculator()},
 		Compaction: &agents.Compaction{
 			Policy:     DefaultCompaction,
 			Summarizer: compaction.EchoSummarizer{},

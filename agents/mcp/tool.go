@@ -62,7 +62,7 @@ type tool struct {
 
 func (t *tool) Spec() aap.ToolSpec { return t.spec }
 
-// MCPServer names the tool's server, for traces.
+// MCPServer names the tool's server, for traces and metrics (kind="mcp").
 func (t *tool) MCPServer() string { return t.server.cfg.Name }
 
 // Call calls the tool. A result flagged isError is returned as an error, so

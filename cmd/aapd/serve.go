@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aapd/aapd/agents"
@@ -21,6 +22,7 @@ import (
 	"github.com/aapd/aapd/auth"
 	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/httpapi/admin"
+	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/quota"
 	"github.com/aapd/aapd/store"
 )
@@ -167,7 +169,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := newLogger(stderr, cfg.LogLevel)
 	slog.SetDefault(logger)
 	m, err := Start(ctx, cfg, logger, stderr)
 	if err != nil {
@@ -175,6 +177,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	<-ctx.Done()
 	return m.Shutdown()
+}
+
+// newLogger is aapd's logger: JSON lines, and those logged with a
+// request's or turn's context name it (logctx: request_id, tenant, session,
+// turn).
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(logctx.NewHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
 }
 
 // DefaultDBMaxConns sizes the connection pool for a number of workers. A
@@ -197,6 +206,8 @@ type Main struct {
 	Runner   *agents.Runner
 	Limits   *quota.Limits
 	API      *httpapi.Server
+	// Registry holds every metric the process exports.
+	Registry *prometheus.Registry
 	agents   *agentconfig.Loaded
 	http     *http.Server
 	ln       net.Listener
@@ -264,10 +275,14 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 		return err
 	}
 	m.Limits = quota.New(quota.Config{Source: m.Store, Defaults: m.cfg.Limits, Logger: m.log})
+	// One registry for the whole process: the runner's metrics and the
+	// API's are served together, on /metrics or --metrics-addr.
+	m.Registry = prometheus.NewRegistry()
 	m.Runner = agents.NewRunner(agents.RunnerConfig{
 		Store: m.Store, Agents: registry, Owner: func() int32 { return m.Instance.ID() },
 		Workers: m.cfg.Workers, Lease: m.cfg.Lease, Logger: m.log, MaxRunningTurns: m.Limits.MaxRunningTurns,
 		TracerProvider: m.tracing.provider,
+		Metrics:        agents.NewMetrics(m.Registry),
 	})
 	operator, err := m.adminHandler()
 	if err != nil {
@@ -278,8 +293,9 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 		MetaRequiresAuth: m.cfg.MetaRequiresAuth, CORSOrigins: m.cfg.CORSOrigins,
 		MaxBodyBytes: m.cfg.MaxBodyBytes, KeepAlive: m.cfg.KeepAlive, Logger: m.log,
 		BodyTimeout: m.cfg.BodyTimeout, AdminToken: m.cfg.AdminToken, SeparateMetrics: m.cfg.MetricsAddr != "",
-		Tokens: auth.VerifierConfig{JWKSMinRefresh: m.cfg.JWKSMinRefresh},
-		Admin:  operator,
+		Tokens:   auth.VerifierConfig{JWKSMinRefresh: m.cfg.JWKSMinRefresh},
+		Admin:    operator,
+		Registry: m.Registry, Build: buildInfo(),
 	})
 	// The instance marks this process alive for the claims of its turns,
 	// and brings other processes' cancel requests, key revocations and

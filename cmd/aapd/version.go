@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+
+	"github.com/aapd/aapd/httpapi"
 )
 
 // buildVersion describes the binary from what the Go toolchain recorded in
@@ -69,4 +71,14 @@ func versionCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout, readBuildVersion())
 	return nil
+}
+
+// buildInfo is the build as aapd_build_info reports it.
+func buildInfo() httpapi.BuildInfo {
+	v := readBuildVersion()
+	rev := v.Revision
+	if v.Modified {
+		rev += "-modified"
+	}
+	return httpapi.BuildInfo{Version: v.Version, Revision: rev, GoVersion: v.GoVersion}
 }
