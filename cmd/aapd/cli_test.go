@@ -274,7 +274,7 @@ func TestCLIErrors(t *testing.T) {
 		for _, args := range [][]string{{"serve", "-h"}, {"migrate", "-h"}, {"tenants", "-h"}, {"tenants", "create", "-h"},
 			{"keys", "-h"}, {"keys", "list", "-h"}, {"issuers", "--help"}, {"issuers", "add", "-h"}, {"limits", "-h"},
 			{"limits", "set", "-h"}, {"usage", "-h"}, {"healthcheck", "-h"}, {"version", "-h"}} {
-			if r := aapd(t, args...); exitCode(r.err) != 0 || !strings.Contains(r.stdout+r.stderr, "Usage of aapd "+args[0]) {
+			if r := aapd(t, args...); (r.err != nil && exitCode(r.err) != 0) || !strings.Contains(r.stdout+r.stderr, "Usage of aapd "+args[0]) {
 				t.Errorf("%v: err %v, output %q", args, r.err, r.stdout+r.stderr)
 			}
 		}
