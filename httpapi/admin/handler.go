@@ -81,6 +81,28 @@ func (h *Handler) routes() *mux.Router {
 	return r
 }
 
+// RouteTemplates lists the routes of the admin API, each as "METHOD
+// /admin/v1/path/{template}", for the OpenAPI document's coverage test
+// (httpapi/openapi.yaml).
+func RouteTemplates() ([]string, error) {
+	var out []string
+	err := (&Handler{}).routes().Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
+		tpl, err := route.GetPathTemplate()
+		if err != nil {
+			return nil
+		}
+		methods, err := route.GetMethods()
+		if err != nil {
+			return nil
+		}
+		for _, m := range methods {
+			out = append(out, m+" "+tpl)
+		}
+		return nil
+	})
+	return out, err
+}
+
 // route registers paths under Prefix. (Not a mux subrouter: through one,
 // a method a path does not take is a 404, not a 405.)
 type route struct{ r *mux.Router }
