@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aapd/aapd/httpapi"
 )
 
 // TestOpenAPIAdminRoutes drives every route of the admin API through the
@@ -122,4 +127,24 @@ func TestOpenAPIAdminRoutes(t *testing.T) {
 	op.do("DELETE", "/tenants/"+other, nil).expect(t, http.StatusNoContent)
 	checkProblem(t, op.do("DELETE", "/tenants/"+name, nil), http.StatusNotFound, "not-found")
 	checkProblem(t, op.do("GET", "/tenants/"+name+"/usage", nil), http.StatusNotFound, "not-found")
+}
+
+// A body that stalls on the admin API is a 408 request-timeout, as on the
+// AAP routes (docs/operations.md, httpapi/openapi.yaml).
+func TestAdminStalledBodyIs408(t *testing.T) {
+	t.Parallel()
+	s := startParallelServer(t, func(c *Config) { c.AdminToken = testOperatorToken; c.BodyTimeout = 300 * time.Millisecond })
+	conn := dialRaw(t, s.base)
+	fmt.Fprintf(conn, "POST /admin/v1/tenants HTTP/1.1\r\nHost: aapd\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"name\":", testOperatorToken)
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestTimeout || res.Header.Get("Content-Type") != "application/problem+json" ||
+		!strings.Contains(string(body), httpapi.ProblemTypeBase+"request-timeout") {
+		t.Errorf("stalled body: %d %s", res.StatusCode, body)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"unicode"
 
@@ -194,6 +195,11 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &tooBig):
 		p = problem(http.StatusRequestEntityTooLarge, "payload-too-large", "Request body too large",
 			fmt.Sprintf("the request body exceeds the limit of %d bytes", tooBig.Limit))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The body did not arrive within the server's body timeout
+		// (httpapi.Config.BodyTimeout): the client is still there, waiting.
+		p = problem(http.StatusRequestTimeout, "request-timeout", "Request body too slow",
+			"the request body did not arrive in time; send it in one go")
 	case errors.Is(err, store.ErrUnavailable):
 		h.log.WarnContext(r.Context(), "admin request refused", "path", r.URL.Path, "err", err,
 			"request_id", w.Header().Get("X-Request-Id"))
