@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/aapd/aapd/httpapi"
+	"github.com/aapd/aapd/httpapi/admin"
 	"github.com/aapd/aapd/httpapi/openapitest"
 )
 
@@ -42,8 +43,9 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 }
 
 // TestOpenAPIDocumentsEveryRoute holds the document's paths and methods to
-// the router's: a route added without its description (or a description
-// left after its route is gone) fails here. Routes under
+// the routers' (the AAP API's and the admin API's): a route added without
+// its description (or a description left after its route is gone) fails
+// here. Routes under
 // openapitest.NotYetDocumented are let be.
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	t.Parallel()
@@ -51,6 +53,15 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The operator's API is its own handler, mounted under /admin/v1/.
+	adminRoutes, err := admin.RouteTemplates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(adminRoutes) == 0 {
+		t.Fatal("no admin routes")
+	}
+	routes = append(routes, adminRoutes...)
 	src, err := httpapi.OpenAPIJSON()
 	if err != nil {
 		t.Fatal(err)

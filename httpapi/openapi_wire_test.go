@@ -10,6 +10,7 @@ import (
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/agents/echo"
 	"github.com/aapd/aapd/httpapi"
+	"github.com/aapd/aapd/httpapi/admin"
 	"github.com/aapd/aapd/store"
 )
 
@@ -49,6 +50,7 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 	}
 	now := time.Date(2026, 11, 22, 12, 0, 0, 123e6, time.UTC)
 	dur := int64(2333)
+	rps, burst := 2.5, 5
 	record := store.Compaction{ID: 3, CreatedAt: now, Trigger: agents.TriggerAuto, Strategy: "summarize", FromSeq: 2, ToSeq: 41,
 		MessagesBefore: 49, MessagesAfter: 10, TokensBefore: 4112, TokensAfter: 2391}
 	valid := []struct {
@@ -75,6 +77,23 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		{"CompactionList", httpapi.CompactionList{Compactions: []store.Compaction{record}}},
 		{"Problem", httpapi.Problem{Type: httpapi.ProblemTypeBase + "turn-running", Title: "t", Status: 409, Detail: "d",
 			Instance: "/sessions/x/turns", RequestID: "abc", TurnID: "turn_1"}},
+
+		{"SessionRecord", httpapi.SessionRecord{SessionInfo: aap.SessionInfo{SessionID: "sess_1", Agent: aap.AgentConfig{Name: "echo"}}, Owner: "user-1"}},
+		{"SessionList", httpapi.SessionList{Sessions: []httpapi.SessionRecord{{SessionInfo: aap.SessionInfo{SessionID: "sess_1",
+			Agent: aap.AgentConfig{Name: "echo"}}, Owner: "user-1"}}, Next: "n"}},
+		{"Tenant", admin.Tenant{ID: "t", Name: "team-a", CreatedAt: now}},
+		{"TenantPage", admin.TenantPage{Tenants: []admin.Tenant{{ID: "t", Name: "team-a", CreatedAt: now,
+			Limits: admin.Limits{RequestsPerSecond: &rps, Burst: &burst, MaxRunningTurns: &burst}}}, NextCursor: "c"}},
+		{"TenantPage", admin.TenantPage{Tenants: []admin.Tenant{}}},
+		{"Limits", admin.Limits{RequestsPerSecond: &rps, Burst: &burst}},
+		{"CreatedKey", admin.CreatedKey{Key: admin.Key{ID: "k", Prefix: "aapd_k_", Scopes: []string{"sessions:read"}, CreatedAt: now,
+			ExpiresAt: &now, State: "active"}, Secret: "aapd_k_secret"}},
+		{"KeyPage", admin.KeyPage{Keys: []admin.Key{{ID: "k", Prefix: "aapd_k_", Label: "l", Scopes: []string{}, CreatedAt: now,
+			LastUsedAt: &now, RevokedAt: &now, State: "revoked"}}, NextCursor: "c"}},
+		{"Issuer", admin.Issuer{ID: "iss_1", Issuer: "i", Audience: "a", JWKSURL: "https://i.example/jwks", CreatedAt: now}},
+		{"IssuerPage", admin.IssuerPage{Issuers: []admin.Issuer{{ID: "iss_1", Issuer: "i", Audience: "a", PublicKeys: []string{"pem"}, CreatedAt: now}}}},
+		{"TenantUsage", admin.Usage{Tenant: "team-a", From: now, To: now, Agents: []admin.AgentUsage{{Agent: "echo"}},
+			Days: []admin.DayUsage{{Date: "2026-11-22", Agent: "echo", UsageCounts: admin.UsageCounts{Turns: 1, InputTokens: 2, OutputTokens: 3}}}}},
 	}
 	for _, r := range []aap.StopReason{aap.StopEndTurn, aap.StopToolUse, aap.StopMaxTokens, aap.StopRefusal, aap.StopError} {
 		valid = append(valid, struct {
@@ -120,6 +139,10 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		{"TurnResponse", `{"stopReason":"stop","messages":[]}`},
 		{"TurnResponse", `{"stopReason":"end_turn","messages":[{"role":"assistant","content":[{"type":"text","text":"x","extra":1}]}]}`},
 		{"SessionInfo", `{"sessionId":"s","agent":{"name":"echo"},"owner":"u"}`},
+		{"SessionRecord", `{"sessionId":"s","agent":{"name":"echo"},"owner":""}`},
+		{"Issuer", `{"id":"i","issuer":"i","audience":"a","createdAt":"2026-01-01T00:00:00Z"}`},
+		{"Limits", `{"requestsPerSecond":0,"burst":null,"maxRunningTurns":null}`},
+		{"CreatedKey", `{"id":"k","prefix":"aapd_k_","label":"","scopes":["sessions:admin"],"createdAt":"2026-01-01T00:00:00Z","expiresAt":null,"lastUsedAt":null,"revokedAt":null,"state":"active","key":"aapd_x"}`},
 		{"Meta", `{"version":2,"agents":[]}`},
 		{"Meta", `{"version":3,"agents":[{"name":"a","version":"1","options":[{"type":"select","name":"s","default":"x"}]}]}`},
 		{"TurnInfo", `{"turnId":"t","sessionId":"s","status":"done","stream":"none","usage":{"inputTokens":0,"outputTokens":0},"createdAt":"2026-01-01T00:00:00Z"}`},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -38,7 +39,7 @@ func (s *Store) APIKeyListPage(ctx context.Context, tenantID, after string, limi
 	if after != "" {
 		b, err := base64.RawURLEncoding.DecodeString(after)
 		ts, pub, ok := strings.Cut(string(b), "|")
-		if err != nil || !ok || pub == "" {
+		if err != nil || !ok || pub == "" || !utf8.Valid(b) {
 			return APIKeyPage{}, ErrBadCursor
 		}
 		if at, err = time.Parse(time.RFC3339Nano, ts); err != nil {
@@ -77,7 +78,7 @@ func (s *Store) TokenIssuerListPage(ctx context.Context, tenantID, after string,
 	var id string
 	if after != "" {
 		b, err := base64.RawURLEncoding.DecodeString(after)
-		if err != nil || !strings.HasPrefix(string(b), "iss_") {
+		if err != nil || !strings.HasPrefix(string(b), "iss_") || !utf8.Valid(b) {
 			return TokenIssuerPage{}, ErrBadCursor
 		}
 		id = string(b)

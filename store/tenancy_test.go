@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"testing"
 	"time"
@@ -81,6 +82,27 @@ func TestTenantLimitsAndDelete(t *testing.T) {
 	}
 	if err := st.TenantDelete(ctx, tn.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("deleting twice: %v, want ErrNotFound", err)
+	}
+	// A tenant without a key is deleted too (a LEFT JOIN of no key once
+	// made its list of keys {NULL}, a 500).
+	bare, err := st.TenantCreate(ctx, "bare-"+tn.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.TenantDelete(ctx, bare.ID); err != nil {
+		t.Errorf("deleting a tenant without keys: %v", err)
+	}
+	// A cursor that decodes to bytes that are not UTF-8 is a bad cursor,
+	// not a database error.
+	bad := base64.RawURLEncoding.EncodeToString([]byte{0x9e})
+	if _, err := st.TenantListPage(ctx, bad, 10); !errors.Is(err, store.ErrBadCursor) {
+		t.Errorf("tenants, a cursor of bad UTF-8: %v", err)
+	}
+	if _, err := st.APIKeyListPage(ctx, tn.ID, base64.RawURLEncoding.EncodeToString([]byte("2025-01-01T00:00:00Z|\x9e")), 10); !errors.Is(err, store.ErrBadCursor) {
+		t.Errorf("keys, a cursor of bad UTF-8: %v", err)
+	}
+	if _, err := st.TokenIssuerListPage(ctx, tn.ID, base64.RawURLEncoding.EncodeToString([]byte("iss_\x9e")), 10); !errors.Is(err, store.ErrBadCursor) {
+		t.Errorf("issuers, a cursor of bad UTF-8: %v", err)
 	}
 }
 

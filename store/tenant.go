@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -100,7 +101,7 @@ func (s *Store) TenantListPage(ctx context.Context, after string, limit int) (Te
 	var name string
 	if after != "" {
 		b, err := base64.RawURLEncoding.DecodeString(after)
-		if err != nil || len(b) == 0 {
+		if err != nil || len(b) == 0 || !utf8.Valid(b) {
 			return TenantPage{}, ErrBadCursor
 		}
 		name = string(b)
@@ -153,7 +154,8 @@ func (s *Store) TenantDelete(ctx context.Context, id string) error {
 		var keys []string
 		err := tx.QueryRow(ctx, `
 			WITH gone AS (DELETE FROM tenants WHERE id = $1 RETURNING id)
-			SELECT coalesce(array_agg(k.public_id), '{}') FROM gone LEFT JOIN api_keys k ON k.tenant_id = gone.id
+			SELECT coalesce(array_agg(k.public_id) FILTER (WHERE k.public_id IS NOT NULL), '{}')
+			FROM gone LEFT JOIN api_keys k ON k.tenant_id = gone.id
 			HAVING count(gone.id) > 0`, id).Scan(&keys)
 		if err != nil {
 			return interpretError(err)

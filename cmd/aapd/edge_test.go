@@ -99,7 +99,17 @@ func TestMetricsListenerOfItsOwn(t *testing.T) {
 	(&client{t: t, base: s.base, key: testOperatorToken}).do("GET", "/metrics", nil).expect(t, http.StatusNotFound)
 	m := &client{t: t, base: "http://" + s.MetricsAddr()}
 	m.do("GET", "/metrics", nil).expect(t, http.StatusOK)
-	m.do("GET", "/sessions", nil).expect(t, http.StatusNotFound) // nothing but metrics there
+	// Nothing but metrics there. (Asked without the OpenAPI check of
+	// client.do: this listener is not the API the document describes, and
+	// answers other paths with net/http's plain 404.)
+	res, err := http.Get(m.base + "/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /sessions on the metrics listener: %d, want 404", res.StatusCode)
+	}
 }
 
 func TestCORSOrigins(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"unicode"
 
@@ -79,6 +80,28 @@ func (h *Handler) routes() *mux.Router {
 	a.Handle("/tenants/{name}/limits", h.handle(h.setLimits)).Methods(http.MethodPut)
 	a.Handle("/tenants/{name}/usage", h.handle(h.usage)).Methods(http.MethodGet)
 	return r
+}
+
+// RouteTemplates lists the routes of the admin API, each as "METHOD
+// /admin/v1/path/{template}", for the OpenAPI document's coverage test
+// (httpapi/openapi.yaml).
+func RouteTemplates() ([]string, error) {
+	var out []string
+	err := (&Handler{}).routes().Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
+		tpl, err := route.GetPathTemplate()
+		if err != nil {
+			return nil
+		}
+		methods, err := route.GetMethods()
+		if err != nil {
+			return nil
+		}
+		for _, m := range methods {
+			out = append(out, m+" "+tpl)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // route registers paths under Prefix. (Not a mux subrouter: through one,
@@ -172,6 +195,11 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &tooBig):
 		p = problem(http.StatusRequestEntityTooLarge, "payload-too-large", "Request body too large",
 			fmt.Sprintf("the request body exceeds the limit of %d bytes", tooBig.Limit))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The body did not arrive within the server's body timeout
+		// (httpapi.Config.BodyTimeout): the client is still there, waiting.
+		p = problem(http.StatusRequestTimeout, "request-timeout", "Request body too slow",
+			"the request body did not arrive in time; send it in one go")
 	case errors.Is(err, store.ErrUnavailable):
 		h.log.WarnContext(r.Context(), "admin request refused", "path", r.URL.Path, "err", err,
 			"request_id", w.Header().Get("X-Request-Id"))

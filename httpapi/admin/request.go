@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -21,8 +22,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return err
+		if errors.As(err, &tooBig) || errors.Is(err, os.ErrDeadlineExceeded) {
+			return err // 413, or 408 for a body that took too long (fail)
 		}
 		return invalid("", "could not read the request body: %v", err)
 	}
