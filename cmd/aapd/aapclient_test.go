@@ -76,3 +76,22 @@ func (c *client) turnVia(sid string, body any) aap.TurnResponse {
 	}
 	return res.TurnResponse
 }
+
+// createSessionVia creates a session through aapclient; body is the
+// request as JSON would write it.
+func (c *client) createSessionVia(body any) aap.CreateSessionResponse {
+	c.t.Helper()
+	var req aap.CreateSessionRequest
+	b, err := json.Marshal(body)
+	if err == nil {
+		err = json.Unmarshal(b, &req)
+	}
+	if err != nil {
+		c.t.Fatalf("create session request %s: %v", b, err)
+	}
+	out, err := c.api().CreateSession(context.Background(), req)
+	if err != nil {
+		c.t.Fatalf("POST /sessions: %v", err)
+	}
+	return out
+}
