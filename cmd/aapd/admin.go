@@ -122,6 +122,10 @@ func subcommand(ctx context.Context, group string, args []string, stdout, stderr
 	if len(args) == 0 {
 		return &usageError{fmt.Sprintf("%s: want %s", group, names)}
 	}
+	if isHelp(args[0]) {
+		printGroupUsage(stdout, group)
+		return nil
+	}
 	run, ok := cmds[args[0]]
 	if !ok {
 		return &usageError{fmt.Sprintf("%s: unknown subcommand %q (want %s)", group, args[0], names)}

@@ -95,10 +95,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return &usageError{"no command given"}
 	}
 	cmd, rest := args[0], args[1:]
-	if subcommands[cmd] && len(rest) > 0 && isHelp(rest[0]) {
-		printGroupUsage(stdout, cmd)
-		return nil
-	}
 	switch cmd {
 	case "serve":
 		return serve(ctx, rest, stderr)
@@ -126,15 +122,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return &usageError{fmt.Sprintf("unknown command %q", cmd)}
 }
 
-// subcommands are the commands that take a subcommand: "aapd tenants -h"
-// lists theirs.
-var subcommands = map[string]bool{"tenants": true, "keys": true, "issuers": true, "limits": true}
-
 func isHelp(arg string) bool {
 	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
 }
 
-// printGroupUsage prints the lines of the usage that are about cmd.
+// printGroupUsage prints the lines of the usage that are about cmd: "aapd
+// tenants -h" lists the tenants subcommands.
 func printGroupUsage(w io.Writer, cmd string) {
 	fmt.Fprintf(w, "Usage of aapd %s:\n", cmd)
 	for _, line := range strings.Split(usage, "\n") {
