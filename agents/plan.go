@@ -31,8 +31,10 @@ func DenialText(reason string) string {
 // planTurn decides what a turn request changes in its session: overrides,
 // the messages to store before the model runs, and the pending tool calls
 // left for the worker (granted server calls, which it runs first). It is
-// pure: it runs inside the claiming transaction.
-func planTurn(agent *Agent, sess store.Session, req aap.TurnRequest) (store.TurnPlan, error) {
+// pure: it runs inside the claiming transaction. ids are the client's ids of
+// req.Messages, index by index (see StartParams.MessageIDs): each message
+// stored is recorded with its own.
+func planTurn(agent *Agent, sess store.Session, req aap.TurnRequest, ids []string) (store.TurnPlan, error) {
 	if err := aap.ValidateTurn(req, sess.AgentName, sess.AgentTools, agent.Info); err != nil {
 		return store.TurnPlan{}, err
 	}
@@ -70,7 +72,7 @@ func planTurn(agent *Agent, sess store.Session, req aap.TurnRequest) (store.Turn
 		for _, p := range open {
 			plan.Messages = append(plan.Messages, serverNote(p.ToolCallID, CancelledToolCallText))
 		}
-		plan.Messages = append(plan.Messages, store.NewMessage{Message: req.Messages[0], Origin: store.OriginClient})
+		plan.Messages = append(plan.Messages, store.NewMessage{Message: req.Messages[0], Origin: store.OriginClient, ClientID: idAt(ids, 0)})
 		return plan, nil
 	}
 
@@ -78,8 +80,15 @@ func planTurn(agent *Agent, sess store.Session, req aap.TurnRequest) (store.Turn
 	if err != nil {
 		return store.TurnPlan{}, err
 	}
+	// Results come in the order of the calls, not of the request.
+	byCall := map[string]string{}
+	for i, m := range req.Messages {
+		if m.Role == aap.RoleTool {
+			byCall[m.ToolCallID] = idAt(ids, i)
+		}
+	}
 	for _, m := range res.Results {
-		plan.Messages = append(plan.Messages, store.NewMessage{Message: m, Origin: store.OriginClient})
+		plan.Messages = append(plan.Messages, store.NewMessage{Message: m, Origin: store.OriginClient, ClientID: byCall[m.ToolCallID]})
 	}
 	for _, p := range res.Permissions {
 		if !p.Granted {
@@ -90,6 +99,14 @@ func planTurn(agent *Agent, sess store.Session, req aap.TurnRequest) (store.Turn
 		plan.Pending = append(plan.Pending, aap.PendingToolCall{ToolCall: p.Call, Server: true, Granted: true})
 	}
 	return plan, nil
+}
+
+// idAt returns ids[i], or "" past its end.
+func idAt(ids []string, i int) string {
+	if i < len(ids) {
+		return ids[i]
+	}
+	return ""
 }
 
 func serverNote(toolCallID, text string) store.NewMessage {

@@ -126,8 +126,13 @@ type StartParams struct {
 	SessionID string
 	// Owner confines the turn to a session of this end user ("" for any):
 	// another's session is store.ErrNotFound.
-	Owner          string
-	Request        aap.TurnRequest
+	Owner   string
+	Request aap.TurnRequest
+	// MessageIDs are the client's ids of Request.Messages, index by index
+	// ("" for none; nil for no ids at all), stored with the messages so that
+	// a client that sends its whole thread again (AG-UI) can be told which
+	// messages are new (store.Store.MessageIDsStored).
+	MessageIDs     []string
 	IdempotencyKey string
 	RequestHash    []byte
 
@@ -247,7 +252,7 @@ func (r *Runner) claim(life context.Context, ref store.TurnRef, p StartParams) (
 				return store.TurnPlan{}, fmt.Errorf("%w: %q", ErrUnknownAgent, sess.AgentName)
 			}
 			var err error
-			plan, err = planTurn(agent, sess, p.Request)
+			plan, err = planTurn(agent, sess, p.Request, p.MessageIDs)
 			return plan, err
 		},
 	}

@@ -14,6 +14,10 @@ type NewMessage struct {
 	Message aap.Message
 	Extra   json.RawMessage
 	Origin  Origin
+	// ClientID is the id the client gave the message (AG-UI's message ids),
+	// if any: recorded with it, so that the client can send its whole thread
+	// again and this message is recognised (MessageIDsStored).
+	ClientID string
 }
 
 // Origin says who wrote a message.
@@ -53,6 +57,10 @@ type messageRows struct {
 	bodies  []string
 	extras  []*string
 	stored  []StoredMessage
+	// clientIDs and clientSeqs are the client ids of the messages that have
+	// one, and their seqs (insertClientIDsSQL).
+	clientIDs  []string
+	clientSeqs []int64
 }
 
 func newMessageRows(first int64, msgs []NewMessage) (messageRows, error) {
@@ -74,8 +82,20 @@ func newMessageRows(first int64, msgs []NewMessage) (messageRows, error) {
 			r.extras[i] = &e
 		}
 		r.stored[i] = StoredMessage{Seq: r.seqs[i], SourceSeq: r.seqs[i], Message: m.Message, Extra: m.Extra}
+		if m.ClientID != "" {
+			r.clientIDs, r.clientSeqs = append(r.clientIDs, m.ClientID), append(r.clientSeqs, r.seqs[i])
+		}
 	}
 	return r, nil
+}
+
+// insertClientIDsSQL records the client ids of messageRows ($1 tenant, $2
+// session, then clientIDArgs), in the transaction that stores the messages.
+const insertClientIDsSQL = `INSERT INTO message_client_ids (tenant_id, session_id, client_id, seq)
+		SELECT $1, $2, r.c, r.s FROM unnest($3::text[], $4::bigint[]) AS r(c, s)`
+
+func (r messageRows) clientIDArgs(tenantID, sessionID string) []any {
+	return []any{tenantID, sessionID, r.clientIDs, r.clientSeqs}
 }
 
 // The statements that append messageRows: $1 tenant, $2 session, $3 turn

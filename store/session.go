@@ -90,6 +90,14 @@ type SessionCreateParams struct {
 	ClientTools   []aap.ToolSpec
 	// Messages seed both histories.
 	Messages []aap.Message
+	// MessageIDs are the client's ids of Messages, index by index ("" for
+	// none; nil for no ids at all): see NewMessage.ClientID.
+	MessageIDs []string
+	// ThreadID is the client's name for the session (AG-UI's thread id),
+	// unique among the sessions of the tenant with the same owner
+	// (SessionGetByThread); empty for none. A session of that thread that
+	// exists already fails the creation with ErrConflict.
+	ThreadID string
 	// Pending are the tool calls the seed leaves unanswered.
 	Pending []aap.PendingToolCall
 	// IdempotencyKey, when set, makes a retry with the same key and
@@ -171,17 +179,20 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 		msgs := make([]NewMessage, len(p.Messages))
 		for i, m := range p.Messages {
 			msgs[i] = NewMessage{Message: m, Origin: OriginClient}
+			if i < len(p.MessageIDs) {
+				msgs[i].ClientID = p.MessageIDs[i]
+			}
 		}
 		rows, err := newMessageRows(1, msgs)
 		if err != nil {
 			return err
 		}
 		err = tx.QueryRow(ctx, `
-			INSERT INTO sessions (tenant_id, id, agent_name, agent_tools, options, secret_options, client_tools, pending_tool_calls, last_seq, owner)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, nullif($10, ''))
+			INSERT INTO sessions (tenant_id, id, agent_name, agent_tools, options, secret_options, client_tools, pending_tool_calls, last_seq, owner, thread_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, nullif($10, ''), nullif($11, ''))
 			RETURNING created_at, updated_at`,
 			p.TenantID, sess.ID, p.AgentName, jsonOrNull(p.AgentTools), jsonObject(p.Options), sealed,
-			jsonOrNull(p.ClientTools), jsonList(p.Pending), len(msgs), p.Owner,
+			jsonOrNull(p.ClientTools), jsonList(p.Pending), len(msgs), p.Owner, p.ThreadID,
 		).Scan(&sess.CreatedAt, &sess.UpdatedAt)
 		if err != nil || len(msgs) == 0 {
 			return interpretError(err)
@@ -189,7 +200,12 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 		if _, err := tx.Exec(ctx, insertMessagesSQL, rows.args(p.TenantID, sess.ID, nil)...); err != nil {
 			return interpretError(err)
 		}
-		_, err = tx.Exec(ctx, insertCompacted(3), rows.compactedArgs(p.TenantID, sess.ID)...)
+		if _, err := tx.Exec(ctx, insertCompacted(3), rows.compactedArgs(p.TenantID, sess.ID)...); err != nil {
+			return interpretError(err)
+		}
+		if len(rows.clientIDs) > 0 {
+			_, err = tx.Exec(ctx, insertClientIDsSQL, rows.clientIDArgs(p.TenantID, sess.ID)...)
+		}
 		return interpretError(err)
 	})
 	if err != nil {

@@ -280,6 +280,9 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 		write.Queue(insertMessagesSQL, rows.args(p.TenantID, p.SessionID, &p.TurnID)...)
 		write.Queue(insertCompacted(3), rows.compactedArgs(p.TenantID, p.SessionID)...)
 	}
+	if len(rows.clientIDs) > 0 {
+		write.Queue(insertClientIDsSQL, rows.clientIDArgs(p.TenantID, p.SessionID)...)
+	}
 	write.Queue("COMMIT")
 
 	sess.ActiveTurnID = p.TurnID
