@@ -169,7 +169,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		} else {
 			h.Set("Access-Control-Allow-Origin", origin)
 		}
-		h.Set("Access-Control-Expose-Headers", "Aapd-Turn-Id, Retry-After, Location, X-Request-Id, Idempotent-Replayed, WWW-Authenticate, RateLimit, RateLimit-Policy")
+		h.Set("Access-Control-Expose-Headers", "Aapd-Turn-Id, Aapd-Session-Id, Retry-After, Location, X-Request-Id, Idempotent-Replayed, WWW-Authenticate, RateLimit, RateLimit-Policy")
 		if preflight {
 			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
 			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Idempotency-Key, Last-Event-ID, X-Request-Id")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/auth"
+	"github.com/aapd/aapd/httpapi/agui"
 	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/quota"
 	"github.com/aapd/aapd/store"
@@ -187,6 +188,11 @@ func (s *Server) routes() http.Handler {
 	// Extensions (docs/compaction.md): compaction on demand, and its records.
 	api.Handle("/sessions/{id}/compact", s.need(write, s.compactSession)).Methods(http.MethodPost)
 	api.Handle("/sessions/{id}/compactions", s.need(read, s.listCompactions)).Methods(http.MethodGet)
+
+	// AG-UI (docs/protocols.md): runs of the same sessions, through agui.
+	runs := agui.New(agui.Config{Store: s.cfg.Store, Agents: s.cfg.Agents, Runner: s.cfg.Runner,
+		ReadBody: s.readBody, KeepAlive: s.cfg.KeepAlive, Logger: s.log})
+	api.Handle("/ag-ui/agents/{agent}", s.need(write, runs.Run)).Methods(http.MethodPost)
 	return r
 }
 
