@@ -98,8 +98,8 @@ func planRun(in RunAgentInput, stored map[string]bool, fresh bool) (plan, error)
 		p.turnFields = append(p.turnFields, fmt.Sprintf("resume[%d]", i))
 	}
 	if len(p.turn) == 0 {
-		return plan{}, &aap.Error{Field: "messages", Msg: "the thread has nothing new to run on: every message is stored already " +
-			"(add a user message, or the results of the pending tool calls)"}
+		return plan{}, &aap.Error{Field: "messages", Msg: "the thread has nothing new to run on: a run needs a new user message, " +
+			"or the results of the pending tool calls, at the end of the thread (messages aapd stored or produced are not run again)"}
 	}
 	return p, nil
 }
