@@ -122,7 +122,12 @@ func (s *sseChecker) line(l string) {
 	case l == "":
 		if s.event != "" || s.data != "" {
 			if !s.ended.Load() {
-				for _, msg := range s.doc.CheckEvent(s.id, s.event, s.data) {
+				check := s.doc.CheckEvent
+				if strings.HasPrefix(s.what, "POST /ag-ui/") {
+					// AG-UI events are data lines alone (httpapi/agui).
+					check = func(_, _, data string) []string { return s.doc.CheckSchema("AGUIEvent", []byte(data)) }
+				}
+				for _, msg := range check(s.id, s.event, s.data) {
 					s.t.Errorf("OpenAPI: stream of %s: %s", s.what, msg)
 				}
 			}
