@@ -322,3 +322,30 @@ func TestAGUIAbortCancelsTheTurn(t *testing.T) {
 		t.Fatalf("the aborted turn is %q, want cancelled", turn.Status)
 	}
 }
+
+// An end user's threads are theirs: the same thread id of another user is
+// another session, owned by that user, and another user's session id is
+// not found.
+func TestAGUIEndUsersThreadsAreTheirOwn(t *testing.T) {
+	t.Parallel()
+	s := startParallelServer(t)
+	tn := newOwnedTenant(t, s)
+	r1 := tn.user1.runAGUI("echo", map[string]any{"threadId": "chat", "messages": []any{aguiUser("m1", "one")}})
+	r1.expect(t, http.StatusOK)
+	r2 := tn.user2.runAGUI("echo", map[string]any{"threadId": "chat", "messages": []any{aguiUser("m1", "two")}})
+	r2.expect(t, http.StatusOK)
+	s1, s2 := r1.Header.Get(agui.SessionIDHeader), r2.Header.Get(agui.SessionIDHeader)
+	if s1 == s2 {
+		t.Fatalf("two users' thread chat share session %s", s1)
+	}
+	var rec struct{ Owner string }
+	tn.key.do("GET", "/sessions/"+s1, nil).expect(t, http.StatusOK).json(t, &rec)
+	if rec.Owner != "user1" {
+		t.Fatalf("the session of user1's thread is owned by %q", rec.Owner)
+	}
+	r := tn.user2.runAGUI("echo", map[string]any{"threadId": s1, "messages": []any{aguiUser("m2", "intrusion")}})
+	checkProblem(t, r.response, http.StatusNotFound, "not-found")
+	if h := tn.user1.history(s1, aap.HistoryFull); len(h) != 2 {
+		t.Fatalf("user1's session changed: %v", h)
+	}
+}
