@@ -99,15 +99,25 @@ func (s *Store) CompactionApply(ctx context.Context, p CompactionApplyParams) (C
 	rec := p.Record
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var (
-			version int64
-			running string
+			version      int64
+			running      string
+			leaseExpires *time.Time
+			leaseOwner   *int32
 		)
 		if err := tx.QueryRow(ctx, `
-			SELECT compaction_version,
-				CASE WHEN lease_expires_at > now() AND aapd_instance_alive(lease_owner) THEN active_turn_id ELSE '' END
+			SELECT compaction_version, coalesce(active_turn_id, ''), lease_expires_at, lease_owner
 			FROM sessions WHERE tenant_id = $1 AND id = $2 FOR UPDATE`,
-			p.TenantID, p.SessionID).Scan(&version, &running); err != nil {
+			p.TenantID, p.SessionID).Scan(&version, &running, &leaseExpires, &leaseOwner); err != nil {
 			return interpretError(err)
+		}
+		if running != "" {
+			expired, dead, err := claimState(ctx, tx, leaseExpires, leaseOwner)
+			if err != nil {
+				return err
+			}
+			if expired || dead {
+				running = ""
+			}
 		}
 		// Compaction never interleaves with a turn: the turn's view of the
 		// history and its token report stay true for as long as it runs.

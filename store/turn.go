@@ -171,9 +171,7 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 	// the compacted history the caller does not hold yet.
 	read := &pgx.Batch{}
 	read.Queue("BEGIN")
-	read.Queue(`SELECT `+sessionColumns+`, last_seq, compaction_version,
-			lease_expires_at IS NULL OR lease_expires_at < now(),
-			lease_owner IS NULL OR NOT aapd_instance_alive(lease_owner)
+	read.Queue(`SELECT `+sessionColumns+`, last_seq, compaction_version, lease_expires_at, lease_owner
 		FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3) FOR UPDATE`,
 		p.TenantID, p.SessionID, p.SessionOwner)
 	if p.IdempotencyKey != "" {
@@ -187,17 +185,18 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 		ORDER BY seq`, p.TenantID, p.SessionID, p.CachedVersion, p.CachedUpTo)
 
 	var (
-		out           TurnBegun
-		lastSeq       int64
-		expired, dead bool
-		prev          Turn
-		prevHash      []byte
-		prevErr       error
+		out          TurnBegun
+		lastSeq      int64
+		leaseExpires *time.Time
+		leaseOwner   *int32
+		prev         Turn
+		prevHash     []byte
+		prevErr      error
 	)
 	br := conn.SendBatch(ctx, read)
 	_, err = br.Exec()
 	if err == nil {
-		out.Session, err = s.scanSessionWith(br.QueryRow(), &lastSeq, &out.CompactionVersion, &expired, &dead)
+		out.Session, err = s.scanSessionWith(br.QueryRow(), &lastSeq, &out.CompactionVersion, &leaseExpires, &leaseOwner)
 	}
 	if err == nil && p.IdempotencyKey != "" {
 		prev, prevErr = scanTurn(br.QueryRow(), &prevHash)
@@ -232,6 +231,12 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 	}
 	sess := out.Session
 	if sess.ActiveTurnID != "" {
+		// A round trip more, only when a turn holds the session.
+		expired, dead, err := claimState(ctx, conn, leaseExpires, leaseOwner)
+		if err != nil {
+			rollback()
+			return TurnBegun{}, err
+		}
 		if !expired && !dead {
 			rollback()
 			return TurnBegun{}, &TurnRunningError{TurnID: sess.ActiveTurnID}
