@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/aapd/aapd/aap"
 )
@@ -78,11 +79,10 @@ func newMessageRows(first int64, msgs []NewMessage) (messageRows, error) {
 	return r, nil
 }
 
-// The statements that append messageRows: $1 tenant, $2 session, $3 turn
-// (NULL for a seed), then the rows' four arrays. The compacted history's
-// takes no turn: insertCompacted(4) fits the same arguments (where $3 is
-// typed by another statement), insertCompacted(3) the arguments of
-// compactedArgs.
+// The statements that append messageRows inside a turn's single-statement
+// writes: $1 tenant, $2 session, $3 turn, then the rows' four arrays (args).
+// The compacted history's takes no turn: insertCompacted(4) fits the same
+// arguments ($3 is typed by another part of the statement).
 const insertMessagesSQL = `INSERT INTO messages (tenant_id, session_id, seq, turn_id, origin, message, extra)
 		SELECT $1, $2, r.s, $3::text, r.o, r.m::json, r.e::json
 		FROM unnest($4::bigint[], $5::text[], $6::text[], $7::text[]) AS r(s, o, m, e)`
@@ -93,12 +93,45 @@ func insertCompacted(first int) string {
 		FROM unnest($%d::bigint[], $%d::text[], $%d::text[], $%d::text[]) AS r(s, o, m, e)`, first, first+1, first+2, first+3)
 }
 
-func (r messageRows) args(tenantID, sessionID string, turnID *string) []any {
-	return []any{tenantID, sessionID, turnID, r.seqs, r.origins, r.bodies, r.extras}
+// insert returns a statement appending the rows to the full history, and
+// its arguments. It is multi-row VALUES rather than unnest: on Citus
+// (docs/citus.md) an INSERT … SELECT is pulled to the coordinator and
+// commits in two phases even for one shard, while VALUES go straight to
+// the shard. The statements inside a turn's single-statement writes
+// (insertMessagesSQL) need a SELECT for their guard, and are routed whole.
+func (r messageRows) insert(tenantID, sessionID string, turnID *string) (string, []any) {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO messages (tenant_id, session_id, seq, turn_id, origin, message, extra) VALUES `)
+	args := []any{tenantID, sessionID, turnID}
+	for i := range r.seqs {
+		n := len(args)
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "($1, $2, $%d::bigint, $3::text, $%d::text, $%d::text::json, $%d::text::json)", n+1, n+2, n+3, n+4)
+		args = append(args, r.seqs[i], r.origins[i], r.bodies[i], r.extras[i])
+	}
+	return b.String(), args
 }
 
-func (r messageRows) compactedArgs(tenantID, sessionID string) []any {
-	return []any{tenantID, sessionID, r.seqs, r.origins, r.bodies, r.extras}
+// insertCompacted is insert for the compacted history.
+func (r messageRows) insertCompacted(tenantID, sessionID string) (string, []any) {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO compacted_messages (tenant_id, session_id, seq, source_seq, message, extra) VALUES `)
+	args := []any{tenantID, sessionID}
+	for i := range r.seqs {
+		n := len(args)
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "($1, $2, $%d::bigint, $%d::bigint, $%d::text::json, $%d::text::json)", n+1, n+1, n+2, n+3)
+		args = append(args, r.seqs[i], r.bodies[i], r.extras[i])
+	}
+	return b.String(), args
+}
+
+func (r messageRows) args(tenantID, sessionID string, turnID *string) []any {
+	return []any{tenantID, sessionID, turnID, r.seqs, r.origins, r.bodies, r.extras}
 }
 
 // HistoryParams selects a history of a session.

@@ -186,11 +186,12 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 		if err != nil || len(msgs) == 0 {
 			return interpretError(err)
 		}
-		if _, err := tx.Exec(ctx, insertMessagesSQL, rows.args(p.TenantID, sess.ID, nil)...); err != nil {
-			return interpretError(err)
-		}
-		_, err = tx.Exec(ctx, insertCompacted(3), rows.compactedArgs(p.TenantID, sess.ID)...)
-		return interpretError(err)
+		full, fullArgs := rows.insert(p.TenantID, sess.ID, nil)
+		compacted, compactedArgs := rows.insertCompacted(p.TenantID, sess.ID)
+		b := &pgx.Batch{}
+		b.Queue(full, fullArgs...)
+		b.Queue(compacted, compactedArgs...)
+		return interpretError(tx.SendBatch(ctx, b).Close())
 	})
 	if err != nil {
 		return Session{}, false, fmt.Errorf("create session: %w", err)

@@ -282,8 +282,10 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 		jsonOrNull(sess.ClientTools), jsonList(sess.Pending), p.TurnID, p.Owner, p.Lease.Milliseconds(),
 		lastSeq+int64(len(plan.Messages)))
 	if len(plan.Messages) > 0 {
-		write.Queue(insertMessagesSQL, rows.args(p.TenantID, p.SessionID, &p.TurnID)...)
-		write.Queue(insertCompacted(3), rows.compactedArgs(p.TenantID, p.SessionID)...)
+		full, fullArgs := rows.insert(p.TenantID, p.SessionID, &p.TurnID)
+		compacted, compactedArgs := rows.insertCompacted(p.TenantID, p.SessionID)
+		write.Queue(full, fullArgs...)
+		write.Queue(compacted, compactedArgs...)
 	}
 	write.Queue("COMMIT")
 
