@@ -79,26 +79,11 @@ func newMessageRows(first int64, msgs []NewMessage) (messageRows, error) {
 	return r, nil
 }
 
-// The statements that append messageRows inside a turn's single-statement
-// writes: $1 tenant, $2 session, $3 turn, then the rows' four arrays (args).
-// The compacted history's takes no turn: insertCompacted(4) fits the same
-// arguments ($3 is typed by another part of the statement).
-const insertMessagesSQL = `INSERT INTO messages (tenant_id, session_id, seq, turn_id, origin, message, extra)
-		SELECT $1, $2, r.s, $3::text, r.o, r.m::json, r.e::json
-		FROM unnest($4::bigint[], $5::text[], $6::text[], $7::text[]) AS r(s, o, m, e)`
-
-func insertCompacted(first int) string {
-	return fmt.Sprintf(`INSERT INTO compacted_messages (tenant_id, session_id, seq, source_seq, message, extra)
-		SELECT $1, $2, r.s, r.s, r.m::json, r.e::json
-		FROM unnest($%d::bigint[], $%d::text[], $%d::text[], $%d::text[]) AS r(s, o, m, e)`, first, first+1, first+2, first+3)
-}
-
 // insert returns a statement appending the rows to the full history, and
 // its arguments. It is multi-row VALUES rather than unnest: on Citus
 // (docs/citus.md) an INSERT … SELECT is pulled to the coordinator and
 // commits in two phases even for one shard, while VALUES go straight to
-// the shard. The statements inside a turn's single-statement writes
-// (insertMessagesSQL) need a SELECT for their guard, and are routed whole.
+// the shard.
 func (r messageRows) insert(tenantID, sessionID string, turnID *string) (string, []any) {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO messages (tenant_id, session_id, seq, turn_id, origin, message, extra) VALUES `)
@@ -128,10 +113,6 @@ func (r messageRows) insertCompacted(tenantID, sessionID string) (string, []any)
 		args = append(args, r.seqs[i], r.bodies[i], r.extras[i])
 	}
 	return b.String(), args
-}
-
-func (r messageRows) args(tenantID, sessionID string, turnID *string) []any {
-	return []any{tenantID, sessionID, turnID, r.seqs, r.origins, r.bodies, r.extras}
 }
 
 // HistoryParams selects a history of a session.

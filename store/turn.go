@@ -365,40 +365,99 @@ type TurnStepParams struct {
 }
 
 // TurnCommitStep appends a step's messages and sets the pending tool calls
-// in one statement, if the turn still holds its session (ErrClaimLost if
-// not: nothing is written). Committing a step again after it landed
-// changes nothing and succeeds: a retry after a lost answer is safe.
+// in one transaction, one round trip (turnWrite), if the turn still holds
+// its session (ErrClaimLost if not: nothing is written). Committing a step
+// again after it landed changes nothing and succeeds: a retry after a lost
+// answer is safe.
 func (s *Store) TurnCommitStep(ctx context.Context, p TurnStepParams) error {
 	rows, err := newMessageRows(p.FirstSeq, p.Messages)
 	if err != nil {
 		return err
 	}
-	args := append(rows.args(p.Ref.TenantID, p.Ref.SessionID, &p.Ref.TurnID),
-		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.Lease.Milliseconds(), p.Step)
-	var held, step int
-	err = s.pool.QueryRow(ctx, `
+	guard := `
 		WITH claim AS (
-			UPDATE sessions SET last_seq = $8, pending_tool_calls = $9, updated_at = now(),
-				lease_expires_at = now() + $10 * interval '1 millisecond'
+			UPDATE sessions SET last_seq = $4, pending_tool_calls = $5, updated_at = now(),
+				lease_expires_at = now() + $6 * interval '1 millisecond'
 			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3
 			RETURNING 1
 		), turn AS (
-			UPDATE turns SET step = $11
-			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $11
+			UPDATE turns SET step = $7
+			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $7
 			  AND EXISTS (SELECT 1 FROM claim)
 			RETURNING 1
-		), full_history AS (`+insertMessagesSQL+` WHERE EXISTS (SELECT 1 FROM turn)
-		), compacted AS (`+insertCompacted(4)+` WHERE EXISTS (SELECT 1 FROM turn))
-		SELECT (SELECT count(*) FROM claim),
-			coalesce((SELECT step FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), -1)`,
-		args...).Scan(&held, &step)
-	if err == nil && held == 0 {
-		err = ErrClaimLost
-	}
+		)
+		SELECT 1 / (SELECT count(*) FROM turn)`
+	err = s.turnWrite(ctx, p.Ref, p.Step, rows, true, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
+		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.Lease.Milliseconds(), p.Step)
 	if err != nil {
-		return fmt.Errorf("commit step %d of turn %s: %w", p.Step, p.Ref.TurnID, writeError(err))
+		return fmt.Errorf("commit step %d of turn %s: %w", p.Step, p.Ref.TurnID, err)
 	}
 	return nil
+}
+
+// turnWrite runs one of a turn's writes — a step, or its finish — as a
+// transaction sent in one batch (one round trip, one commit): guard, a
+// statement that updates the session and the turn, and fails with
+// division_by_zero when the turn may not write (it no longer holds its
+// session, or this step landed already), then the step's messages,
+// appended to both histories with multi-row VALUES. On Citus
+// (docs/citus.md) each statement is routed to the tenant's shard and the
+// transaction commits there in one phase; one statement with the inserts
+// in modifying CTEs would be planned in pieces and commit in two.
+//
+// When the guard refuses, the turn's record says why: the step landed
+// already (a retry after a lost answer: success), or the claim is lost
+// (ErrClaimLost). keepsClaim tells whether the write keeps the claim (a
+// step: landed, it must still be held) or releases it (the finish).
+func (s *Store) turnWrite(ctx context.Context, ref TurnRef, step int, rows messageRows, keepsClaim bool, guard string, args ...any) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return writeError(err)
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(guard, args...)
+	if len(rows.seqs) > 0 {
+		full, fullArgs := rows.insert(ref.TenantID, ref.SessionID, &ref.TurnID)
+		compacted, compactedArgs := rows.insertCompacted(ref.TenantID, ref.SessionID)
+		b.Queue(full, fullArgs...)
+		b.Queue(compacted, compactedArgs...)
+	}
+	b.Queue("COMMIT")
+	br := conn.SendBatch(ctx, b)
+	for i := 0; err == nil && i < b.Len(); i++ {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		return nil
+	}
+	if !refused(err) {
+		conn.Conn().Close(context.WithoutCancel(ctx))
+		return writeError(err)
+	}
+	_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "22012" {
+		return writeError(err)
+	}
+	// The guard refused: did this step land already, or is the claim lost?
+	var held bool
+	var landed int
+	err = conn.QueryRow(ctx, `
+		SELECT coalesce((SELECT active_turn_id = $3 FROM sessions WHERE tenant_id = $1 AND id = $2), false),
+			coalesce((SELECT step FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), -1)`,
+		ref.TenantID, ref.SessionID, ref.TurnID).Scan(&held, &landed)
+	switch {
+	case err != nil:
+		return writeError(err)
+	case landed >= step && (held || !keepsClaim):
+		return nil
+	}
+	return ErrClaimLost
 }
 
 // refused reports whether err is the server refusing a statement of a
@@ -461,7 +520,7 @@ type TurnFinishParams struct {
 }
 
 // TurnFinish records how a turn ended with its last step and releases its
-// session, in one statement (one round trip, one commit). It fails with
+// session, in one transaction (one round trip, one commit: turnWrite). It fails with
 // ErrClaimLost if the turn no longer holds its session (it was taken over,
 // cancelled by a deletion); finishing again after it landed changes nothing
 // and succeeds.
@@ -474,37 +533,30 @@ func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) error {
 	if err != nil {
 		return err
 	}
-	args := append(rows.args(p.Ref.TenantID, p.Ref.SessionID, &p.Ref.TurnID),
-		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.ContextTokens, p.ContextUpTo,
-		p.Status, p.StopReason, PgText(p.Error), p.InputTokens, p.OutputTokens, p.Step, log)
-	var done, step int
-	err = s.pool.QueryRow(ctx, `
+	guard := `
 		WITH claim AS (
 			UPDATE sessions SET active_turn_id = NULL, lease_owner = NULL, lease_expires_at = NULL,
-				last_seq = $8, pending_tool_calls = $9, updated_at = now(),
-				reported_tokens = CASE WHEN $10 > 0 THEN $10 ELSE reported_tokens END,
-				reported_upto_seq = CASE WHEN $10 > 0 THEN $11 ELSE reported_upto_seq END
+				last_seq = $4, pending_tool_calls = $5, updated_at = now(),
+				reported_tokens = CASE WHEN $6 > 0 THEN $6 ELSE reported_tokens END,
+				reported_upto_seq = CASE WHEN $6 > 0 THEN $7 ELSE reported_upto_seq END
 			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3
 			RETURNING 1
 		), turn AS (
-			UPDATE turns SET status = $12, stop_reason = nullif($13, ''), error = nullif($14, ''),
-				input_tokens = $15, output_tokens = $16, finished_at = now(), step = $17, events = $18::json
-			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $17
+			UPDATE turns SET status = $8, stop_reason = nullif($9, ''), error = nullif($10, ''),
+				input_tokens = $11, output_tokens = $12, finished_at = now(), step = $13, events = $14::json
+			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $13
 			  AND EXISTS (SELECT 1 FROM claim)
 			RETURNING 1
 		), batches AS (
 			DELETE FROM turn_event_batches WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3
 			  AND EXISTS (SELECT 1 FROM turn)
-		), full_history AS (`+insertMessagesSQL+` WHERE EXISTS (SELECT 1 FROM turn)
-		), compacted AS (`+insertCompacted(4)+` WHERE EXISTS (SELECT 1 FROM turn))
-		SELECT (SELECT count(*) FROM turn),
-			coalesce((SELECT step FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), -1)`,
-		args...).Scan(&done, &step)
-	if err == nil && done == 0 && step < p.Step {
-		err = ErrClaimLost // taken over, or deleted with its session
-	}
+		)
+		SELECT 1 / (SELECT count(*) FROM turn)`
+	err = s.turnWrite(ctx, p.Ref, p.Step, rows, false, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
+		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.ContextTokens, p.ContextUpTo,
+		p.Status, p.StopReason, PgText(p.Error), p.InputTokens, p.OutputTokens, p.Step, log)
 	if err != nil {
-		return fmt.Errorf("finish turn %s: %w", p.Ref.TurnID, writeError(err))
+		return fmt.Errorf("finish turn %s: %w", p.Ref.TurnID, err)
 	}
 	return nil
 }
