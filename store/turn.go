@@ -478,7 +478,7 @@ func refused(err error) bool {
 	return true
 }
 
-// writeError interprets an error of a single-statement write: a lost answer
+// writeError interprets an error of one of a turn's writes: a lost answer
 // is ErrOutcomeUnknown (retrying the write is safe).
 func writeError(err error) error {
 	var pgErr *pgconn.PgError
@@ -493,7 +493,7 @@ func writeError(err error) error {
 }
 
 // TurnFinishParams ends a turn: its last step, its record, its whole event
-// log and the release of its session, in one statement.
+// log and the release of its session, in one transaction.
 type TurnFinishParams struct {
 	Ref TurnRef
 	// Step numbers this write like a step (see TurnStepParams): the number
@@ -572,8 +572,8 @@ func PgText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
-// TurnsHeartbeat renews the claims of running turns, all in one statement,
-// and reports which still hold their session and which were asked to stop
+// TurnsHeartbeat renews the claims of running turns, all in one round
+// trip, and reports which still hold their session and which were asked to stop
 // (see TurnRequestCancel). A turn missing from held has lost its session.
 func (s *Store) TurnsHeartbeat(ctx context.Context, refs []TurnRef, lease time.Duration) (held map[string]bool, cancel map[string]bool, err error) {
 	// A statement per tenant, all in one batch: on Citus (docs/citus.md)
