@@ -9,7 +9,7 @@ ADDR ?= :8080
 # stops and says what to do.
 LOCAL_TEST_DATABASE_URL = postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: run test build lint bench
+.PHONY: run test test-citus build lint bench
 
 ## run: start the server on $(ADDR) with the echo agent, creating and migrating the database, printing a dev API key
 run:
@@ -29,6 +29,13 @@ test:
 	  echo "make test: no database: set TEST_DATABASE_URL=postgres://USER@HOST:5432/postgres (a user that may CREATE DATABASE), or start Docker"; exit 2; \
 	fi; \
 	go test -race -count=1 ./...
+
+## test-citus: run the store and end-to-end suites on Citus: CITUS_URL is a coordinator URL (docs/citus.md)
+test-citus:
+	@if [ -z "$$CITUS_URL" ]; then \
+	  echo "make test-citus: set CITUS_URL to a Citus coordinator whose database has the citus extension and its workers registered (docs/citus.md says how to start one on this machine)"; exit 2; \
+	fi
+	TEST_DATABASE_URL="$$CITUS_URL" go test -race -count=1 ./store/... ./cmd/aapd/...
 
 ## build: build bin/aapd
 build:

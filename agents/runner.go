@@ -434,7 +434,7 @@ func (r *Runner) retry(ctx context.Context, limit time.Duration, fn func() error
 }
 
 // heartbeatLoop renews the claims of every turn this process runs, all in
-// one statement each third of the lease, until the runner stops. A turn
+// one round trip each third of the lease, until the runner stops. A turn
 // that lost its claim (its session was deleted, or it was taken over) is
 // stopped; one asked to stop by another process is cancelled.
 func (r *Runner) heartbeatLoop() {

@@ -144,15 +144,18 @@ func (s *Store) APIKeyTouch(ctx context.Context, uses []APIKeyUse) error {
 	tenants := make([]string, len(uses))
 	ids := make([]string, len(uses))
 	ats := make([]time.Time, len(uses))
+	// Each key's bound is computed here: Citus refuses a STABLE function
+	// (timestamptz - interval) of a column in an UPDATE (docs/citus.md).
+	before := make([]time.Time, len(uses))
 	for i, u := range uses {
-		tenants[i], ids[i], ats[i] = u.TenantID, u.PublicID, u.At
+		tenants[i], ids[i], ats[i], before[i] = u.TenantID, u.PublicID, u.At, u.At.Add(-APIKeyTouchEvery)
 	}
 	_, err := s.pool.Exec(ctx, `
 		UPDATE api_keys k SET last_used_at = u.at
-		FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(tenant_id, public_id, at)
+		FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS u(tenant_id, public_id, at, before)
 		WHERE k.tenant_id = u.tenant_id::uuid AND k.public_id = u.public_id
-		  AND (k.last_used_at IS NULL OR k.last_used_at <= u.at - $4::interval)`,
-		tenants, ids, ats, APIKeyTouchEvery)
+		  AND (k.last_used_at IS NULL OR k.last_used_at <= u.before)`,
+		tenants, ids, ats, before)
 	if err != nil {
 		return fmt.Errorf("record the use of %d api keys: %w", len(uses), interpretError(err))
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -99,15 +100,25 @@ func (s *Store) CompactionApply(ctx context.Context, p CompactionApplyParams) (C
 	rec := p.Record
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var (
-			version int64
-			running string
+			version      int64
+			running      string
+			leaseExpires *time.Time
+			leaseOwner   *int32
 		)
 		if err := tx.QueryRow(ctx, `
-			SELECT compaction_version,
-				CASE WHEN lease_expires_at > now() AND aapd_instance_alive(lease_owner) THEN active_turn_id ELSE '' END
+			SELECT compaction_version, coalesce(active_turn_id, ''), lease_expires_at, lease_owner
 			FROM sessions WHERE tenant_id = $1 AND id = $2 FOR UPDATE`,
-			p.TenantID, p.SessionID).Scan(&version, &running); err != nil {
+			p.TenantID, p.SessionID).Scan(&version, &running, &leaseExpires, &leaseOwner); err != nil {
 			return interpretError(err)
+		}
+		if running != "" {
+			expired, dead, err := claimState(ctx, tx, leaseExpires, leaseOwner)
+			if err != nil {
+				return err
+			}
+			if expired || dead {
+				running = ""
+			}
 		}
 		// Compaction never interleaves with a turn: the turn's view of the
 		// history and its token report stay true for as long as it runs.
@@ -122,31 +133,40 @@ func (s *Store) CompactionApply(ctx context.Context, p CompactionApplyParams) (C
 			return interpretError(err)
 		}
 		n := int64(len(p.Items))
-		seqs := make([]int64, n)
-		sources := make([]*int64, n)
-		bodies := make([]string, n)
-		extras := make([]*string, n)
-		for i, it := range p.Items {
-			b, err := json.Marshal(it.Message)
-			if err != nil {
-				return fmt.Errorf("encode message: %w", err)
+		// Multi-row VALUES, in chunks: on Citus an INSERT … SELECT would be
+		// pulled to the coordinator and commit in two phases (docs/citus.md).
+		const chunk = 1000
+		for from := int64(0); from < n; from += chunk {
+			to := min(from+chunk, n)
+			var q strings.Builder
+			q.WriteString(`INSERT INTO compacted_messages (tenant_id, session_id, seq, source_seq, message, extra) VALUES `)
+			args := []any{p.TenantID, p.SessionID}
+			for i := from; i < to; i++ {
+				it := p.Items[i]
+				b, err := json.Marshal(it.Message)
+				if err != nil {
+					return fmt.Errorf("encode message: %w", err)
+				}
+				var source *int64
+				if it.SourceSeq > 0 {
+					src := it.SourceSeq
+					source = &src
+				}
+				var extra *string
+				if len(it.Extra) > 0 {
+					e := string(it.Extra)
+					extra = &e
+				}
+				if i > from {
+					q.WriteString(", ")
+				}
+				k := len(args)
+				fmt.Fprintf(&q, "($1, $2, $%d::bigint, $%d::bigint, $%d::text::json, $%d::text::json)", k+1, k+2, k+3, k+4)
+				args = append(args, p.UpTo-n+1+i, source, string(b), extra)
 			}
-			seqs[i], bodies[i] = p.UpTo-n+1+int64(i), string(b)
-			if it.SourceSeq > 0 {
-				src := it.SourceSeq
-				sources[i] = &src
+			if _, err := tx.Exec(ctx, q.String(), args...); err != nil {
+				return interpretError(err)
 			}
-			if len(it.Extra) > 0 {
-				e := string(it.Extra)
-				extras[i] = &e
-			}
-		}
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO compacted_messages (tenant_id, session_id, seq, source_seq, message, extra)
-			SELECT $1, $2, s, src, m::json, e::json
-			FROM unnest($3::bigint[], $4::bigint[], $5::text[], $6::text[]) AS t(s, src, m, e)`,
-			p.TenantID, p.SessionID, seqs, sources, bodies, extras); err != nil {
-			return interpretError(err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE sessions SET compaction_version = compaction_version + 1,
 			reported_tokens = NULL, reported_upto_seq = NULL WHERE tenant_id = $1 AND id = $2`,

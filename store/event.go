@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -154,28 +155,57 @@ func queueInterrupt(b *pgx.Batch, ref TurnRef) {
 		ref.TenantID, ref.SessionID, ref.TurnID, interruptedError)
 }
 
-// turnDeadSQL decides, for a running turn ($1 tenant, $2 session, $3 turn),
-// whether it can no longer finish by itself: its claim is gone or expired,
-// or the process that runs it no longer holds its instance lock.
-const turnDeadSQL = `
-	SELECT CASE
-		WHEN s.active_turn_id IS DISTINCT FROM t.id THEN 'the session is claimed by another turn'
-		WHEN s.lease_expires_at IS NULL OR s.lease_expires_at < now() THEN 'its claim expired'
-		WHEN t.owner IS NULL OR NOT aapd_instance_alive(t.owner) THEN 'its process holds no instance lock'
-		ELSE '' END
+// turnClaimSQL reads, for a running turn ($1 tenant, $2 session, $3 turn),
+// the claim of its session: which turn holds it, until when, and the
+// instance running the turn. turnDead judges it.
+const turnClaimSQL = `
+	SELECT coalesce(s.active_turn_id, ''), s.lease_expires_at, t.owner
 	FROM sessions s JOIN turns t ON t.tenant_id = s.tenant_id AND t.session_id = s.id
 	WHERE s.tenant_id = $1 AND s.id = $2 AND t.id = $3 AND t.status = 'running'`
 
-// TurnLooksDead says, without changing anything, why a running turn looks
-// as if it cannot finish by itself (turnDeadSQL); "" when it looks alive,
-// or is not running. A process whose connection to the database is down
-// for a moment (a restart) looks dead too: callers confirm over time
-// before TurnInterruptIfDead.
-func (s *Store) TurnLooksDead(ctx context.Context, ref TurnRef) (why string, err error) {
-	err = interpretError(s.pool.QueryRow(ctx, turnDeadSQL, ref.TenantID, ref.SessionID, ref.TurnID).Scan(&why))
+// turnDead says why a running turn can no longer finish by itself — its
+// session is claimed by another turn, its claim expired, or the process
+// that runs it no longer holds its instance lock — or "" when it can, or is
+// not running. lock takes the session's row lock as it reads.
+func turnDead(ctx context.Context, db dbtx, ref TurnRef, lock bool) (string, error) {
+	q := turnClaimSQL
+	if lock {
+		q += ` FOR UPDATE OF s`
+	}
+	var (
+		active string
+		lease  *time.Time
+		owner  *int32
+	)
+	err := interpretError(db.QueryRow(ctx, q, ref.TenantID, ref.SessionID, ref.TurnID).Scan(&active, &lease, &owner))
 	if errors.Is(err, ErrNotFound) {
 		return "", nil
 	}
+	if err != nil {
+		return "", err
+	}
+	if active != ref.TurnID {
+		return "the session is claimed by another turn", nil
+	}
+	expired, dead, err := claimState(ctx, db, lease, owner)
+	switch {
+	case err != nil:
+		return "", err
+	case expired:
+		return "its claim expired", nil
+	case dead:
+		return "its process holds no instance lock", nil
+	}
+	return "", nil
+}
+
+// TurnLooksDead says, without changing anything, why a running turn looks
+// as if it cannot finish by itself (turnDead); "" when it looks alive, or
+// is not running. A process whose connection to the database is down for a
+// moment (a restart) looks dead too: callers confirm over time before
+// TurnInterruptIfDead.
+func (s *Store) TurnLooksDead(ctx context.Context, ref TurnRef) (why string, err error) {
+	why, err = turnDead(ctx, s.pool, ref, false)
 	if err != nil {
 		return "", fmt.Errorf("check turn %s: %w", ref.TurnID, err)
 	}
@@ -190,13 +220,9 @@ func (s *Store) TurnInterruptIfDead(ctx context.Context, ref TurnRef) (bool, err
 	var done bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		// The session first, as every turn write locks it: no deadlock.
-		var why string
-		err := tx.QueryRow(ctx, turnDeadSQL+` FOR UPDATE OF s`, ref.TenantID, ref.SessionID, ref.TurnID).Scan(&why)
-		if errors.Is(interpretError(err), ErrNotFound) || (err == nil && why == "") {
-			return nil
-		}
-		if err != nil {
-			return interpretError(err)
+		why, err := turnDead(ctx, tx, ref, true)
+		if err != nil || why == "" {
+			return err
 		}
 		b := &pgx.Batch{}
 		queueInterrupt(b, ref)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/aapd/aapd/aap"
 )
@@ -58,7 +59,7 @@ type messageRows struct {
 	extras  []*string
 	stored  []StoredMessage
 	// clientIDs and clientSeqs are the client ids of the messages that have
-	// one, and their seqs (insertClientIDsSQL).
+	// one, and their seqs (insertClientIDs).
 	clientIDs  []string
 	clientSeqs []int64
 }
@@ -89,36 +90,58 @@ func newMessageRows(first int64, msgs []NewMessage) (messageRows, error) {
 	return r, nil
 }
 
-// insertClientIDsSQL records the client ids of messageRows ($1 tenant, $2
-// session, then clientIDArgs), in the transaction that stores the messages.
-const insertClientIDsSQL = `INSERT INTO message_client_ids (tenant_id, session_id, client_id, seq)
-		SELECT $1, $2, r.c, r.s FROM unnest($3::text[], $4::bigint[]) AS r(c, s)`
-
-func (r messageRows) clientIDArgs(tenantID, sessionID string) []any {
-	return []any{tenantID, sessionID, r.clientIDs, r.clientSeqs}
+// insertClientIDs returns a statement recording the client ids of the
+// rows, in the transaction that stores the messages, and its arguments
+// (VALUES, as insert).
+func (r messageRows) insertClientIDs(tenantID, sessionID string) (string, []any) {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO message_client_ids (tenant_id, session_id, client_id, seq) VALUES `)
+	args := []any{tenantID, sessionID}
+	for i := range r.clientIDs {
+		n := len(args)
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "($1, $2, $%d::text, $%d::bigint)", n+1, n+2)
+		args = append(args, r.clientIDs[i], r.clientSeqs[i])
+	}
+	return b.String(), args
 }
 
-// The statements that append messageRows: $1 tenant, $2 session, $3 turn
-// (NULL for a seed), then the rows' four arrays. The compacted history's
-// takes no turn: insertCompacted(4) fits the same arguments (where $3 is
-// typed by another statement), insertCompacted(3) the arguments of
-// compactedArgs.
-const insertMessagesSQL = `INSERT INTO messages (tenant_id, session_id, seq, turn_id, origin, message, extra)
-		SELECT $1, $2, r.s, $3::text, r.o, r.m::json, r.e::json
-		FROM unnest($4::bigint[], $5::text[], $6::text[], $7::text[]) AS r(s, o, m, e)`
-
-func insertCompacted(first int) string {
-	return fmt.Sprintf(`INSERT INTO compacted_messages (tenant_id, session_id, seq, source_seq, message, extra)
-		SELECT $1, $2, r.s, r.s, r.m::json, r.e::json
-		FROM unnest($%d::bigint[], $%d::text[], $%d::text[], $%d::text[]) AS r(s, o, m, e)`, first, first+1, first+2, first+3)
+// insert returns a statement appending the rows to the full history, and
+// its arguments. It is multi-row VALUES rather than unnest: on Citus
+// (docs/citus.md) an INSERT … SELECT is pulled to the coordinator and
+// commits in two phases even for one shard, while VALUES go straight to
+// the shard.
+func (r messageRows) insert(tenantID, sessionID string, turnID *string) (string, []any) {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO messages (tenant_id, session_id, seq, turn_id, origin, message, extra) VALUES `)
+	args := []any{tenantID, sessionID, turnID}
+	for i := range r.seqs {
+		n := len(args)
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "($1, $2, $%d::bigint, $3::text, $%d::text, $%d::text::json, $%d::text::json)", n+1, n+2, n+3, n+4)
+		args = append(args, r.seqs[i], r.origins[i], r.bodies[i], r.extras[i])
+	}
+	return b.String(), args
 }
 
-func (r messageRows) args(tenantID, sessionID string, turnID *string) []any {
-	return []any{tenantID, sessionID, turnID, r.seqs, r.origins, r.bodies, r.extras}
-}
-
-func (r messageRows) compactedArgs(tenantID, sessionID string) []any {
-	return []any{tenantID, sessionID, r.seqs, r.origins, r.bodies, r.extras}
+// insertCompacted is insert for the compacted history.
+func (r messageRows) insertCompacted(tenantID, sessionID string) (string, []any) {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO compacted_messages (tenant_id, session_id, seq, source_seq, message, extra) VALUES `)
+	args := []any{tenantID, sessionID}
+	for i := range r.seqs {
+		n := len(args)
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "($1, $2, $%d::bigint, $%d::bigint, $%d::text::json, $%d::text::json)", n+1, n+1, n+2, n+3)
+		args = append(args, r.seqs[i], r.bodies[i], r.extras[i])
+	}
+	return b.String(), args
 }
 
 // HistoryParams selects a history of a session.

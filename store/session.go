@@ -197,16 +197,16 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 		if err != nil || len(msgs) == 0 {
 			return interpretError(err)
 		}
-		if _, err := tx.Exec(ctx, insertMessagesSQL, rows.args(p.TenantID, sess.ID, nil)...); err != nil {
-			return interpretError(err)
-		}
-		if _, err := tx.Exec(ctx, insertCompacted(3), rows.compactedArgs(p.TenantID, sess.ID)...); err != nil {
-			return interpretError(err)
-		}
+		full, fullArgs := rows.insert(p.TenantID, sess.ID, nil)
+		compacted, compactedArgs := rows.insertCompacted(p.TenantID, sess.ID)
+		b := &pgx.Batch{}
+		b.Queue(full, fullArgs...)
+		b.Queue(compacted, compactedArgs...)
 		if len(rows.clientIDs) > 0 {
-			_, err = tx.Exec(ctx, insertClientIDsSQL, rows.clientIDArgs(p.TenantID, sess.ID)...)
+			ids, idArgs := rows.insertClientIDs(p.TenantID, sess.ID)
+			b.Queue(ids, idArgs...)
 		}
-		return interpretError(err)
+		return interpretError(tx.SendBatch(ctx, b).Close())
 	})
 	if err != nil {
 		return Session{}, false, fmt.Errorf("create session: %w", err)
@@ -354,28 +354,6 @@ func (s *Store) SessionList(ctx context.Context, p SessionListParams) (SessionPa
 	return page, nil
 }
 
-// sessionDeleteSQL deletes a session ($1 tenant, $2 id, $3 its owner or ”
-// for any) and adds the usage
-// of its turns to usage_daily in the same statement, so that deleting a
-// session never shrinks the tenant's usage report (usage.go). The INSERT
-// reads the turns as they were before the DELETE cascades to them.
-const sessionDeleteSQL = `
-	WITH gone AS (
-		DELETE FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)
-		RETURNING active_turn_id, agent_name
-	), rolled AS (
-		INSERT INTO usage_daily AS u (tenant_id, day, agent_name, turns, input_tokens, output_tokens)
-		SELECT $1, (t.created_at AT TIME ZONE 'UTC')::date, gone.agent_name, count(*), sum(t.input_tokens), sum(t.output_tokens)
-		FROM gone, turns t
-		WHERE t.tenant_id = $1 AND t.session_id = $2
-		GROUP BY 1, 2, 3
-		ON CONFLICT (tenant_id, day, agent_name) DO UPDATE SET
-			turns = u.turns + excluded.turns,
-			input_tokens = u.input_tokens + excluded.input_tokens,
-			output_tokens = u.output_tokens + excluded.output_tokens
-	)
-	SELECT coalesce(active_turn_id, '') FROM gone`
-
 // SessionDelete deletes a session with its histories and turns. It returns
 // the id of the turn that held the session's claim, if any, so the caller
 // can stop it.
@@ -385,10 +363,43 @@ func (s *Store) SessionDelete(ctx context.Context, tenantID, id string) (activeT
 
 // SessionDeleteOwned is SessionDelete of a session owned by owner ("" for
 // any owner); ErrNotFound for another's.
+//
+// The usage of the session's turns is added to usage_daily in the same
+// transaction, before the deletion cascades to them, so that deleting a
+// session never shrinks the tenant's usage report (usage.go). The session
+// is locked first: of two deletions racing, the second finds nothing to
+// roll up. (One statement with a modifying CTE would do on PostgreSQL, but
+// Citus runs such a CTE first, and the INSERT would read no turns.)
 func (s *Store) SessionDeleteOwned(ctx context.Context, tenantID, owner, id string) (activeTurnID string, err error) {
-	err = s.pool.QueryRow(ctx, sessionDeleteSQL, tenantID, id, owner).Scan(&activeTurnID)
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(`SELECT 1 FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3) FOR UPDATE`,
+			tenantID, id, owner)
+		b.Queue(`
+			INSERT INTO usage_daily AS u (tenant_id, day, agent_name, turns, input_tokens, output_tokens)
+			SELECT t.tenant_id, (t.created_at AT TIME ZONE 'UTC')::date, s.agent_name, count(*), sum(t.input_tokens), sum(t.output_tokens)
+			FROM sessions s JOIN turns t ON t.tenant_id = s.tenant_id AND t.session_id = s.id
+			WHERE s.tenant_id = $1 AND s.id = $2 AND ($3 = '' OR s.owner = $3)
+			GROUP BY 1, 2, 3
+			ON CONFLICT (tenant_id, day, agent_name) DO UPDATE SET
+				turns = u.turns + excluded.turns,
+				input_tokens = u.input_tokens + excluded.input_tokens,
+				output_tokens = u.output_tokens + excluded.output_tokens`,
+			tenantID, id, owner)
+		b.Queue(`DELETE FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)
+			RETURNING coalesce(active_turn_id, '')`, tenantID, id, owner)
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return interpretError(err)
+		}
+		if _, err := br.Exec(); err != nil {
+			return interpretError(err)
+		}
+		return interpretError(br.QueryRow().Scan(&activeTurnID))
+	})
 	if err != nil {
-		return "", fmt.Errorf("delete session %s: %w", id, interpretError(err))
+		return "", fmt.Errorf("delete session %s: %w", id, err)
 	}
 	return activeTurnID, nil
 }

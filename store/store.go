@@ -69,6 +69,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect to database %s: %w", redactURL(cfg.DatabaseURL), interpretError(err))
 	}
+	if err := checkCitusRole(ctx, func(ctx context.Context, query string, dest ...any) error {
+		return pool.QueryRow(ctx, query).Scan(dest...)
+	}); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open database %s: %w", redactURL(cfg.DatabaseURL), err)
+	}
 	s := &Store{pool: pool, now: cfg.Now}
 	if s.now == nil {
 		s.now = time.Now

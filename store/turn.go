@@ -171,9 +171,7 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 	// the compacted history the caller does not hold yet.
 	read := &pgx.Batch{}
 	read.Queue("BEGIN")
-	read.Queue(`SELECT `+sessionColumns+`, last_seq, compaction_version,
-			lease_expires_at IS NULL OR lease_expires_at < now(),
-			lease_owner IS NULL OR NOT aapd_instance_alive(lease_owner)
+	read.Queue(`SELECT `+sessionColumns+`, last_seq, compaction_version, lease_expires_at, lease_owner
 		FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3) FOR UPDATE`,
 		p.TenantID, p.SessionID, p.SessionOwner)
 	if p.IdempotencyKey != "" {
@@ -187,17 +185,18 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 		ORDER BY seq`, p.TenantID, p.SessionID, p.CachedVersion, p.CachedUpTo)
 
 	var (
-		out           TurnBegun
-		lastSeq       int64
-		expired, dead bool
-		prev          Turn
-		prevHash      []byte
-		prevErr       error
+		out          TurnBegun
+		lastSeq      int64
+		leaseExpires *time.Time
+		leaseOwner   *int32
+		prev         Turn
+		prevHash     []byte
+		prevErr      error
 	)
 	br := conn.SendBatch(ctx, read)
 	_, err = br.Exec()
 	if err == nil {
-		out.Session, err = s.scanSessionWith(br.QueryRow(), &lastSeq, &out.CompactionVersion, &expired, &dead)
+		out.Session, err = s.scanSessionWith(br.QueryRow(), &lastSeq, &out.CompactionVersion, &leaseExpires, &leaseOwner)
 	}
 	if err == nil && p.IdempotencyKey != "" {
 		prev, prevErr = scanTurn(br.QueryRow(), &prevHash)
@@ -232,6 +231,12 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 	}
 	sess := out.Session
 	if sess.ActiveTurnID != "" {
+		// A round trip more, only when a turn holds the session.
+		expired, dead, err := claimState(ctx, conn, leaseExpires, leaseOwner)
+		if err != nil {
+			rollback()
+			return TurnBegun{}, err
+		}
 		if !expired && !dead {
 			rollback()
 			return TurnBegun{}, &TurnRunningError{TurnID: sess.ActiveTurnID}
@@ -277,11 +282,14 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 		jsonOrNull(sess.ClientTools), jsonList(sess.Pending), p.TurnID, p.Owner, p.Lease.Milliseconds(),
 		lastSeq+int64(len(plan.Messages)))
 	if len(plan.Messages) > 0 {
-		write.Queue(insertMessagesSQL, rows.args(p.TenantID, p.SessionID, &p.TurnID)...)
-		write.Queue(insertCompacted(3), rows.compactedArgs(p.TenantID, p.SessionID)...)
+		full, fullArgs := rows.insert(p.TenantID, p.SessionID, &p.TurnID)
+		compacted, compactedArgs := rows.insertCompacted(p.TenantID, p.SessionID)
+		write.Queue(full, fullArgs...)
+		write.Queue(compacted, compactedArgs...)
 	}
 	if len(rows.clientIDs) > 0 {
-		write.Queue(insertClientIDsSQL, rows.clientIDArgs(p.TenantID, p.SessionID)...)
+		ids, idArgs := rows.insertClientIDs(p.TenantID, p.SessionID)
+		write.Queue(ids, idArgs...)
 	}
 	write.Queue("COMMIT")
 
@@ -361,40 +369,99 @@ type TurnStepParams struct {
 }
 
 // TurnCommitStep appends a step's messages and sets the pending tool calls
-// in one statement, if the turn still holds its session (ErrClaimLost if
-// not: nothing is written). Committing a step again after it landed
-// changes nothing and succeeds: a retry after a lost answer is safe.
+// in one transaction, one round trip (turnWrite), if the turn still holds
+// its session (ErrClaimLost if not: nothing is written). Committing a step
+// again after it landed changes nothing and succeeds: a retry after a lost
+// answer is safe.
 func (s *Store) TurnCommitStep(ctx context.Context, p TurnStepParams) error {
 	rows, err := newMessageRows(p.FirstSeq, p.Messages)
 	if err != nil {
 		return err
 	}
-	args := append(rows.args(p.Ref.TenantID, p.Ref.SessionID, &p.Ref.TurnID),
-		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.Lease.Milliseconds(), p.Step)
-	var held, step int
-	err = s.pool.QueryRow(ctx, `
+	guard := `
 		WITH claim AS (
-			UPDATE sessions SET last_seq = $8, pending_tool_calls = $9, updated_at = now(),
-				lease_expires_at = now() + $10 * interval '1 millisecond'
+			UPDATE sessions SET last_seq = $4, pending_tool_calls = $5, updated_at = now(),
+				lease_expires_at = now() + $6 * interval '1 millisecond'
 			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3
 			RETURNING 1
 		), turn AS (
-			UPDATE turns SET step = $11
-			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $11
+			UPDATE turns SET step = $7
+			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $7
 			  AND EXISTS (SELECT 1 FROM claim)
 			RETURNING 1
-		), full_history AS (`+insertMessagesSQL+` WHERE EXISTS (SELECT 1 FROM turn)
-		), compacted AS (`+insertCompacted(4)+` WHERE EXISTS (SELECT 1 FROM turn))
-		SELECT (SELECT count(*) FROM claim),
-			coalesce((SELECT step FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), -1)`,
-		args...).Scan(&held, &step)
-	if err == nil && held == 0 {
-		err = ErrClaimLost
-	}
+		)
+		SELECT 1 / (SELECT count(*) FROM turn)`
+	err = s.turnWrite(ctx, p.Ref, p.Step, rows, true, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
+		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.Lease.Milliseconds(), p.Step)
 	if err != nil {
-		return fmt.Errorf("commit step %d of turn %s: %w", p.Step, p.Ref.TurnID, writeError(err))
+		return fmt.Errorf("commit step %d of turn %s: %w", p.Step, p.Ref.TurnID, err)
 	}
 	return nil
+}
+
+// turnWrite runs one of a turn's writes — a step, or its finish — as a
+// transaction sent in one batch (one round trip, one commit): guard, a
+// statement that updates the session and the turn, and fails with
+// division_by_zero when the turn may not write (it no longer holds its
+// session, or this step landed already), then the step's messages,
+// appended to both histories with multi-row VALUES. On Citus
+// (docs/citus.md) each statement is routed to the tenant's shard and the
+// transaction commits there in one phase; one statement with the inserts
+// in modifying CTEs would be planned in pieces and commit in two.
+//
+// When the guard refuses, the turn's record says why: the step landed
+// already (a retry after a lost answer: success), or the claim is lost
+// (ErrClaimLost). keepsClaim tells whether the write keeps the claim (a
+// step: landed, it must still be held) or releases it (the finish).
+func (s *Store) turnWrite(ctx context.Context, ref TurnRef, step int, rows messageRows, keepsClaim bool, guard string, args ...any) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return writeError(err)
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(guard, args...)
+	if len(rows.seqs) > 0 {
+		full, fullArgs := rows.insert(ref.TenantID, ref.SessionID, &ref.TurnID)
+		compacted, compactedArgs := rows.insertCompacted(ref.TenantID, ref.SessionID)
+		b.Queue(full, fullArgs...)
+		b.Queue(compacted, compactedArgs...)
+	}
+	b.Queue("COMMIT")
+	br := conn.SendBatch(ctx, b)
+	for i := 0; err == nil && i < b.Len(); i++ {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		return nil
+	}
+	if !refused(err) {
+		conn.Conn().Close(context.WithoutCancel(ctx))
+		return writeError(err)
+	}
+	_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "22012" {
+		return writeError(err)
+	}
+	// The guard refused: did this step land already, or is the claim lost?
+	var held bool
+	var landed int
+	err = conn.QueryRow(ctx, `
+		SELECT coalesce((SELECT active_turn_id = $3 FROM sessions WHERE tenant_id = $1 AND id = $2), false),
+			coalesce((SELECT step FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), -1)`,
+		ref.TenantID, ref.SessionID, ref.TurnID).Scan(&held, &landed)
+	switch {
+	case err != nil:
+		return writeError(err)
+	case landed >= step && (held || !keepsClaim):
+		return nil
+	}
+	return ErrClaimLost
 }
 
 // refused reports whether err is the server refusing a statement of a
@@ -415,7 +482,7 @@ func refused(err error) bool {
 	return true
 }
 
-// writeError interprets an error of a single-statement write: a lost answer
+// writeError interprets an error of one of a turn's writes: a lost answer
 // is ErrOutcomeUnknown (retrying the write is safe).
 func writeError(err error) error {
 	var pgErr *pgconn.PgError
@@ -430,7 +497,7 @@ func writeError(err error) error {
 }
 
 // TurnFinishParams ends a turn: its last step, its record, its whole event
-// log and the release of its session, in one statement.
+// log and the release of its session, in one transaction.
 type TurnFinishParams struct {
 	Ref TurnRef
 	// Step numbers this write like a step (see TurnStepParams): the number
@@ -457,7 +524,7 @@ type TurnFinishParams struct {
 }
 
 // TurnFinish records how a turn ended with its last step and releases its
-// session, in one statement (one round trip, one commit). It fails with
+// session, in one transaction (one round trip, one commit: turnWrite). It fails with
 // ErrClaimLost if the turn no longer holds its session (it was taken over,
 // cancelled by a deletion); finishing again after it landed changes nothing
 // and succeeds.
@@ -470,37 +537,30 @@ func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) error {
 	if err != nil {
 		return err
 	}
-	args := append(rows.args(p.Ref.TenantID, p.Ref.SessionID, &p.Ref.TurnID),
-		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.ContextTokens, p.ContextUpTo,
-		p.Status, p.StopReason, PgText(p.Error), p.InputTokens, p.OutputTokens, p.Step, log)
-	var done, step int
-	err = s.pool.QueryRow(ctx, `
+	guard := `
 		WITH claim AS (
 			UPDATE sessions SET active_turn_id = NULL, lease_owner = NULL, lease_expires_at = NULL,
-				last_seq = $8, pending_tool_calls = $9, updated_at = now(),
-				reported_tokens = CASE WHEN $10 > 0 THEN $10 ELSE reported_tokens END,
-				reported_upto_seq = CASE WHEN $10 > 0 THEN $11 ELSE reported_upto_seq END
+				last_seq = $4, pending_tool_calls = $5, updated_at = now(),
+				reported_tokens = CASE WHEN $6 > 0 THEN $6 ELSE reported_tokens END,
+				reported_upto_seq = CASE WHEN $6 > 0 THEN $7 ELSE reported_upto_seq END
 			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3
 			RETURNING 1
 		), turn AS (
-			UPDATE turns SET status = $12, stop_reason = nullif($13, ''), error = nullif($14, ''),
-				input_tokens = $15, output_tokens = $16, finished_at = now(), step = $17, events = $18::json
-			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $17
+			UPDATE turns SET status = $8, stop_reason = nullif($9, ''), error = nullif($10, ''),
+				input_tokens = $11, output_tokens = $12, finished_at = now(), step = $13, events = $14::json
+			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $13
 			  AND EXISTS (SELECT 1 FROM claim)
 			RETURNING 1
 		), batches AS (
 			DELETE FROM turn_event_batches WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3
 			  AND EXISTS (SELECT 1 FROM turn)
-		), full_history AS (`+insertMessagesSQL+` WHERE EXISTS (SELECT 1 FROM turn)
-		), compacted AS (`+insertCompacted(4)+` WHERE EXISTS (SELECT 1 FROM turn))
-		SELECT (SELECT count(*) FROM turn),
-			coalesce((SELECT step FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), -1)`,
-		args...).Scan(&done, &step)
-	if err == nil && done == 0 && step < p.Step {
-		err = ErrClaimLost // taken over, or deleted with its session
-	}
+		)
+		SELECT 1 / (SELECT count(*) FROM turn)`
+	err = s.turnWrite(ctx, p.Ref, p.Step, rows, false, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
+		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.ContextTokens, p.ContextUpTo,
+		p.Status, p.StopReason, PgText(p.Error), p.InputTokens, p.OutputTokens, p.Step, log)
 	if err != nil {
-		return fmt.Errorf("finish turn %s: %w", p.Ref.TurnID, writeError(err))
+		return fmt.Errorf("finish turn %s: %w", p.Ref.TurnID, err)
 	}
 	return nil
 }
@@ -516,38 +576,62 @@ func PgText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
-// TurnsHeartbeat renews the claims of running turns, all in one statement,
-// and reports which still hold their session and which were asked to stop
+// TurnsHeartbeat renews the claims of running turns, all in one round
+// trip, and reports which still hold their session and which were asked to stop
 // (see TurnRequestCancel). A turn missing from held has lost its session.
 func (s *Store) TurnsHeartbeat(ctx context.Context, refs []TurnRef, lease time.Duration) (held map[string]bool, cancel map[string]bool, err error) {
-	tenants, sessions, turns := make([]string, len(refs)), make([]string, len(refs)), make([]string, len(refs))
-	for i, r := range refs {
-		tenants[i], sessions[i], turns[i] = r.TenantID, r.SessionID, r.TurnID
-	}
-	rows, err := s.pool.Query(ctx, `
-		UPDATE sessions s SET lease_expires_at = now() + $4 * interval '1 millisecond'
-		FROM unnest($1::uuid[], $2::text[], $3::text[]) AS h(tenant_id, session_id, turn_id)
-		WHERE s.tenant_id = h.tenant_id AND s.id = h.session_id AND s.active_turn_id = h.turn_id
-		RETURNING s.active_turn_id, coalesce((SELECT cancel_requested FROM turns t
-			WHERE t.tenant_id = s.tenant_id AND t.session_id = s.id AND t.id = s.active_turn_id), false)`,
-		tenants, sessions, turns, lease.Milliseconds())
-	if err != nil {
-		return nil, nil, fmt.Errorf("heartbeat %d turns: %w", len(refs), interpretError(err))
-	}
-	defer rows.Close()
-	held, cancel = map[string]bool{}, map[string]bool{}
-	for rows.Next() {
-		var (
-			id string
-			c  bool
-		)
-		if err := rows.Scan(&id, &c); err != nil {
-			return nil, nil, fmt.Errorf("heartbeat: %w", interpretError(err))
+	// A statement per tenant, all in one batch: on Citus (docs/citus.md)
+	// each goes to the tenant's shard and commits there, where one
+	// statement over every tenant would be a two-phase commit on every
+	// worker, every few seconds.
+	type group struct{ sessions, turns []string }
+	groups := map[string]*group{}
+	var order []string
+	for _, r := range refs {
+		g := groups[r.TenantID]
+		if g == nil {
+			g = &group{}
+			groups[r.TenantID] = g
+			order = append(order, r.TenantID)
 		}
-		held[id], cancel[id] = true, c
+		g.sessions, g.turns = append(g.sessions, r.SessionID), append(g.turns, r.TurnID)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("heartbeat: %w", interpretError(err))
+	b := &pgx.Batch{}
+	for _, tenant := range order {
+		g := groups[tenant]
+		b.Queue(`UPDATE sessions s SET lease_expires_at = now() + $4 * interval '1 millisecond'
+			FROM unnest($2::text[], $3::text[]) AS h(session_id, turn_id)
+			WHERE s.tenant_id = $1 AND s.id = h.session_id AND s.active_turn_id = h.turn_id
+			RETURNING s.active_turn_id`, tenant, g.sessions, g.turns, lease.Milliseconds())
+		b.Queue(`SELECT id FROM turns WHERE tenant_id = $1 AND session_id = ANY($2) AND id = ANY($3) AND cancel_requested`,
+			tenant, g.sessions, g.turns)
+	}
+	held, cancel = map[string]bool{}, map[string]bool{}
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	collect := func(into map[string]bool) error {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		for _, id := range ids {
+			into[id] = true
+		}
+		return err
+	}
+	for range order {
+		if err := collect(held); err != nil {
+			return nil, nil, fmt.Errorf("heartbeat %d turns: %w", len(refs), interpretError(err))
+		}
+		if err := collect(cancel); err != nil {
+			return nil, nil, fmt.Errorf("heartbeat %d turns: %w", len(refs), interpretError(err))
+		}
+	}
+	for id := range cancel {
+		if !held[id] {
+			delete(cancel, id)
+		}
 	}
 	return held, cancel, nil
 }

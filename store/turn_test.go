@@ -213,3 +213,34 @@ func TestFinishedTurnLogCostsAboutItsMessages(t *testing.T) {
 		t.Errorf("resume after 150: %d events, first %+v, err %v", len(log.Events), log.Events, err)
 	}
 }
+
+// A heartbeat renews the claims of running turns of many tenants at once,
+// says which still hold their session and which were asked to stop, and
+// renews nothing a turn lost.
+func TestTurnsHeartbeatRenewsHeldClaimsOfEveryTenant(t *testing.T) {
+	st := storetest.Open(t)
+	ctx := context.Background()
+	a, b, lost := beginTurn(t, st, "a").Turn.Ref(), beginTurn(t, st, "b").Turn.Ref(), beginTurn(t, st, "lost").Turn.Ref()
+	if _, err := st.TurnRequestCancel(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Exec(t, storetest.URL(t), `UPDATE sessions SET active_turn_id = NULL WHERE id = $1`, lost.SessionID)
+	held, cancel, err := st.TurnsHeartbeat(ctx, []store.TurnRef{a, b, lost}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !held[a.TurnID] || !held[b.TurnID] || held[lost.TurnID] || len(held) != 2 {
+		t.Errorf("held = %v; want %s and %s", held, a.TurnID, b.TurnID)
+	}
+	if cancel[a.TurnID] || !cancel[b.TurnID] || cancel[lost.TurnID] {
+		t.Errorf("cancel = %v; want %s only", cancel, b.TurnID)
+	}
+	for _, ref := range []store.TurnRef{a, b} {
+		var renewed bool
+		storetest.Scan(t, storetest.URL(t), `SELECT lease_expires_at > now() + interval '50 minutes' FROM sessions WHERE tenant_id = $1 AND id = $2`,
+			[]any{ref.TenantID, ref.SessionID}, &renewed)
+		if !renewed {
+			t.Errorf("lease of %s not renewed", ref.SessionID)
+		}
+	}
+}

@@ -19,7 +19,7 @@ type UsageRow struct {
 
 // usageSQL adds up a tenant's turns ($1) begun in [$2, $3): those of live
 // sessions from their records, those of deleted sessions from usage_daily,
-// where deleting a session rolled them up (sessionDeleteSQL). Days are UTC.
+// where deleting a session rolled them up (SessionDeleteOwned). Days are UTC.
 const usageSQL = `
 	SELECT day, agent_name, sum(turns)::bigint, sum(input_tokens)::bigint, sum(output_tokens)::bigint FROM (
 		SELECT (t.created_at AT TIME ZONE 'UTC')::date AS day, s.agent_name, count(*) AS turns,

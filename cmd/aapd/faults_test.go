@@ -124,14 +124,16 @@ func TestTwoReplicasRunOneTurnPerSession(t *testing.T) {
 	}
 	sid := replicas[0].echoSession(nil)
 
-	// Concurrent turns on one session through both replicas: one runs.
+	// Concurrent turns on one session through both replicas: one runs. The
+	// turn lasts 2 s, so the others are claimed while it runs even on a slow
+	// database (make test-citus on a loaded machine).
 	var wg sync.WaitGroup
 	codes := make([]int, 6)
 	for i := range codes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			codes[i] = replicas[i%2].do("POST", "/sessions/"+sid+"/turns", user(slowWords(5, 40))).StatusCode
+			codes[i] = replicas[i%2].do("POST", "/sessions/"+sid+"/turns", user(slowWords(50, 40))).StatusCode
 		}()
 	}
 	wg.Wait()

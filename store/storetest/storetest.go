@@ -43,7 +43,16 @@ e.g. ` + EnvURL + `=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable 
 var (
 	pkgURL    string // the package's own database, set by Main
 	serverURL string // the server the databases are created on
+
+	// On a Citus coordinator (make test-citus), its nodes.
+	citus        bool
+	citusCoord   citusNode
+	citusWorkers []citusNode
 )
+
+// Citus reports whether the tests run on a Citus coordinator, each test
+// database distributed over its workers (make test-citus).
+func Citus() bool { return citus }
 
 // Main runs a test binary against a fresh migrated database of its own,
 // dropped afterwards. Use it from TestMain: os.Exit(storetest.Main(m)).
@@ -56,6 +65,10 @@ func Main(m *testing.M) int {
 	}
 	defer stop()
 	serverURL = base
+	if citusCoord, citusWorkers, citus, err = citusCluster(ctx, base); err != nil {
+		fmt.Fprintln(os.Stderr, "storetest:", err)
+		return 1
+	}
 	dropStale(ctx, base)
 	u, drop, err := createDatabase(ctx, base)
 	if err != nil {
@@ -211,11 +224,24 @@ func newDatabase(ctx context.Context, base string) (string, func(), error) {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return "", nil, fmt.Errorf("create test database: %w", err)
 	}
+	drop := func() {
+		dropDatabase(context.Background(), base, name)
+		if citus {
+			citusDrop(context.Background(), base, name, citusWorkers)
+		}
+	}
+	if citus {
+		if err := citusJoin(ctx, base, name, citusCoord, citusWorkers); err != nil {
+			drop()
+			return "", nil, err
+		}
+	}
 	u, err := withDatabase(base, name)
 	if err != nil {
+		drop()
 		return "", nil, err
 	}
-	return u, func() { dropDatabase(context.Background(), base, name) }, nil
+	return u, drop, nil
 }
 
 func dropDatabase(ctx context.Context, base, name string) {
@@ -252,6 +278,9 @@ func dropStale(ctx context.Context, base string) {
 	conn.Close(ctx)
 	for _, name := range stale {
 		dropDatabase(ctx, base, name)
+		if citus {
+			citusDrop(ctx, base, name, citusWorkers)
+		}
 	}
 }
 
