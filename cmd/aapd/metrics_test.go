@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/aapd/aapd/aap"
-	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/store/storetest"
 )
@@ -136,20 +135,20 @@ func TestMetricsFamiliesMove(t *testing.T) {
 	// A manual compaction that compacts.
 	long := c.echoSession(nil)
 	chatter(c, long, 6) // over the target, under the threshold: compacted only when asked
-	var compacted httpapi.CompactResponse
-	if c.do("POST", "/sessions/"+long+"/compact", nil).expect(t, http.StatusOK).json(t, &compacted); !compacted.Compacted {
+	if compacted := c.compact(long); !compacted.Compacted {
 		t.Fatalf("manual compaction: %+v", compacted)
 	}
 
 	// A stream open, and a second turn on its session: 409.
 	slow := c.startSlowTurn()
 	during := readMetrics(t, s.base)
-	checkProblem(t, c.do("POST", "/sessions/"+slow.sid+"/turns", user("me too")), http.StatusConflict, "turn-running")
+	c.turnRefusal(t, slow.sid, http.StatusConflict, "turn-running", true)
 	slow.stop()
 	// A stream whose client leaves.
 	goneSID := c.echoSession(nil)
-	gone := c.openStream(goneSID, streamUser("delta", slowWords(3000, 50)))
-	gone.Body.Close()
+	gone := c.openTurn(goneSID, streamUser("delta", slowWords(3000, 50)))
+	goneTurn := gone.TurnID()
+	gone.close()
 
 	// A tenant over its rate: 429.
 	b, bt := s.newTenantWithID(t)
@@ -163,8 +162,7 @@ func TestMetricsFamiliesMove(t *testing.T) {
 		after = readMetrics(t, s.base)
 		return after.sum("aapd_http_client_disconnects_total") > 0
 	})
-	goneTurn := gone.Header.Get(httpapi.TurnIDHeader)
-	c.do("POST", "/sessions/"+goneSID+"/turns/"+goneTurn+"/cancel", nil)
+	_, _, _ = c.api().CancelTurn(t.Context(), goneSID, goneTurn) // waitTurn judges
 	c.waitTurn(goneSID, goneTurn)
 
 	moved := []struct {
