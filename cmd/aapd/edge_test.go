@@ -21,7 +21,8 @@ import (
 // The edge of a real `aapd serve` process, configured from its flags and
 // environment: metrics on a listener of their own, CORS turned off by an
 // empty AAPD_CORS_ORIGINS, and every timeout short. (Not parallel: it sets
-// an environment variable for the process to inherit.)
+// an environment variable for the process to inherit.) Raw requests
+// throughout: headers, methods, sizes, timeouts and listeners are the wire.
 func TestEdgeOfARealProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")

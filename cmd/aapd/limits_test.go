@@ -115,7 +115,7 @@ func TestMaxRunningTurns(t *testing.T) {
 // A burst over the rate gets 429 with Retry-After and the RateLimit
 // headers, which successful requests carry too; another tenant's budget is
 // untouched; a second key of the tenant shares its budget and is held to
-// its own share of it.
+// its own share of it. (Raw: the RateLimit headers are the wire.)
 func TestRateLimit(t *testing.T) {
 	s := startServer(t, func(c *Config) {
 		c.DatabaseURL = storetest.NewDatabase(t)
@@ -149,7 +149,8 @@ func TestRateLimit(t *testing.T) {
 }
 
 // A change of a tenant's limits applies at once, without a restart: the
-// notification reaches the server long before its cache's TTL.
+// notification reaches the server long before its cache's TTL. (Raw: the
+// RateLimit headers are the wire.)
 func TestLimitChangeAppliesWithoutRestart(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.DatabaseURL = storetest.NewDatabase(t) })
 	a, tn := s.newTenantWithID(t)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/store/storetest"
 )
@@ -228,23 +229,18 @@ func TestMetricsFamiliesMove(t *testing.T) {
 	})
 }
 
-// rateLimited sends requests as c until one is refused with 429. It sends
-// them bare, not through client.do: the OpenAPI document on this branch
-// does not list 429 yet (branch oapi2 does), and what is checked here is
-// the metric, not the document.
+// rateLimited lists sessions as c through aapclient (which does not retry
+// here) until a request is refused with 429.
 func rateLimited(t *testing.T, c *client) {
 	t.Helper()
+	api := c.api()
 	for range 100 {
-		req, _ := http.NewRequest("GET", c.base+"/sessions", nil)
-		req.Header.Set("Authorization", "Bearer "+c.key)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		_, err := api.ListSessions(t.Context(), aapclient.ListOptions{})
+		if err == nil {
+			continue
 		}
-		res.Body.Close()
-		if res.StatusCode == http.StatusTooManyRequests {
-			return
-		}
+		refusal(t, err, http.StatusTooManyRequests, "rate-limited")
+		return
 	}
 	t.Fatal("100 requests in a row passed a limit of one per second")
 }
