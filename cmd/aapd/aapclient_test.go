@@ -16,10 +16,14 @@ import (
 	"github.com/aapd/aapd/aapclient"
 )
 
-// The suite's everyday calls (creating sessions, sending turns, reading
-// histories) go through aapclient, the public Go client, so every run of
-// the suite exercises it against the real server; its traffic is checked
-// against the OpenAPI document like the rest (checkedTransport).
+// The suite's calls go through aapclient, the public Go client, wherever a
+// test is about behaviour rather than the bytes on the wire: sessions,
+// turns, streams (read with openTurn/streamTurn, followed with followTurn),
+// listings, turn records, cancel, compaction. So every run of the suite
+// exercises the client against the real server, and its traffic is checked
+// against the OpenAPI document like the rest (checkedTransport). Raw
+// requests (client.do, client.openStream) remain where the wire itself is
+// under test, each with a comment saying so.
 
 // api returns an aapclient client acting as c. It does not retry: a test
 // asserts what the server answered to the one request.
@@ -269,11 +273,16 @@ func (ts *turnStream) read(n int) []turnEvent {
 }
 
 // tryRead is read for goroutines: it returns what it read and the error
-// that stopped it.
+// that stopped it. A connection that ends before turn_stop is an error
+// here, although aapclient would resume it: the suite judges the server's
+// streams as the server sends them.
 func (ts *turnStream) tryRead(n int) ([]turnEvent, error) {
 	var out []turnEvent
 	for n < 0 || len(out) < n {
 		e, err, ok := ts.next()
+		if r := ts.Resumes(); r > 0 {
+			return out, fmt.Errorf("turn %s: the stream broke after event %d and aapclient resumed it (%d times)", ts.TurnID(), ts.LastEventID(), r)
+		}
 		if err != nil {
 			return out, fmt.Errorf("turn %s, after event %d: %w", ts.TurnID(), ts.LastEventID(), err)
 		}

@@ -308,9 +308,9 @@ func idleConnectionIsClosed(t *testing.T, base string, timeout time.Duration) {
 func streamOutlivesBodyTimeout(t *testing.T, c *client) {
 	sid := c.echoSession(nil)
 	start := time.Now()
-	_, events := c.stream(sid, streamUser("delta", slowWords(10, 100)))
-	if len(events) == 0 || events[len(events)-1].parse(t).StopReason != aap.StopEndTurn {
-		t.Fatalf("stream cut short: %v", eventTypes(events))
+	_, events := c.streamTurn(sid, streamUser("delta", slowWords(10, 100))) // fails on a cut, not resumed
+	if len(events) == 0 || events[len(events)-1].StopReason != aap.StopEndTurn {
+		t.Fatalf("stream cut short: %v", types(events))
 	}
 	if since := time.Since(start); since < 900*time.Millisecond {
 		t.Errorf("the stream took %s; it was meant to outlast the body timeout", since)
