@@ -44,6 +44,7 @@ func TestShutdownFailsReadinessAtOnceEndsFollowersThenDrains(t *testing.T) {
 	sigterm := time.Now()
 	a.signal(syscall.SIGTERM)
 	time.Sleep(100 * time.Millisecond)
+	// Raw: the operations routes are no AAP calls.
 	c.do("GET", "/readyz", nil).expect(t, http.StatusServiceUnavailable)
 	c.do("GET", "/healthz", nil).expect(t, http.StatusOK) // still serving during the delay
 
