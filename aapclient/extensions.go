@@ -2,6 +2,7 @@ package aapclient
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"net/http"
 	"net/url"
@@ -58,6 +59,9 @@ type TurnList struct {
 // turns, newest first.
 func (c *Client) ListTurns(ctx context.Context, sessionID string, opts ListOptions) (TurnList, error) {
 	var out TurnList
+	if opts.Owner != "" {
+		return out, fmt.Errorf("aap: GET %s: ListOptions.Owner selects sessions, not turns", sessionPath(sessionID, "turns"))
+	}
 	err := c.getJSON(ctx, sessionPath(sessionID, "turns"), opts.query(), &out)
 	return out, err
 }

@@ -118,6 +118,10 @@ func TestExtensionShapes(t *testing.T) {
 		ID: 1, CreatedAt: finished, Trigger: "manual", Strategy: "summarize", FromSeq: 1, ToSeq: 9,
 		MessagesBefore: 9, MessagesAfter: 2, TokensBefore: 900, TokensAfter: 200,
 	}}, &aapclient.CompactResult{})
+	check("SessionList", httpapi.SessionList{Next: "c", Sessions: []httpapi.SessionRecord{
+		{SessionInfo: aap.SessionInfo{SessionID: "sess_1", Agent: aap.AgentConfig{Name: "echo", Options: map[string]string{"token": "***"}}}, Owner: "user1"},
+		{SessionInfo: aap.SessionInfo{SessionID: "sess_2", Agent: aap.AgentConfig{Name: "echo"}, Tools: []aap.ToolSpec{{Name: "t", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`)}}}},
+	}}, &aapclient.SessionList{})
 	check("CompactResponse unchanged", httpapi.CompactResponse{Tokens: 12, Reason: "below the threshold"}, &aapclient.CompactResult{})
 	if aapclient.TurnIDHeader != httpapi.TurnIDHeader || aapclient.ReplayedHeader != httpapi.ReplayedHeader ||
 		aapclient.IdempotencyKeyHeader != httpapi.IdempotencyKeyHeader {

@@ -33,6 +33,23 @@ func (c *Client) CreateSession(ctx context.Context, req aap.CreateSessionRequest
 	return out, err
 }
 
+// Session is a session as GET /sessions/:id and GET /sessions show it: its
+// AAP shape, with the members aapd adds to it (empty on other servers).
+type Session struct {
+	aap.SessionInfo
+	// Owner is the sub of the end-user token that created the session
+	// (aapd, docs/tenancy.md); empty for a session created with an API key.
+	Owner string `json:"owner,omitempty"`
+}
+
+// SessionList is a page of sessions, newest first.
+type SessionList struct {
+	Sessions []Session `json:"sessions"`
+	// Next is the cursor of the next page (ListOptions.After); empty on the
+	// last page.
+	Next string `json:"next,omitempty"`
+}
+
 // ListOptions selects a page of a list.
 type ListOptions struct {
 	// After is the Next cursor of the previous page; empty for the first.
@@ -40,6 +57,10 @@ type ListOptions struct {
 	// Limit is the page size (an aapd extension: 1–100, the server's
 	// default when zero). Servers that do not know it ignore it.
 	Limit int
+	// Owner lists only the sessions of one end user, a token's sub (an
+	// aapd extension of GET /sessions, docs/tenancy.md): the way an API
+	// key sees one user's sessions. Other lists refuse it.
+	Owner string
 }
 
 func (o ListOptions) query() url.Values {
@@ -50,12 +71,15 @@ func (o ListOptions) query() url.Values {
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
 	}
+	if o.Owner != "" {
+		q.Set("owner", o.Owner)
+	}
 	return q
 }
 
 // ListSessions is GET /sessions: one page of sessions.
-func (c *Client) ListSessions(ctx context.Context, opts ListOptions) (aap.SessionList, error) {
-	var out aap.SessionList
+func (c *Client) ListSessions(ctx context.Context, opts ListOptions) (SessionList, error) {
+	var out SessionList
 	err := c.getJSON(ctx, "/sessions", opts.query(), &out)
 	return out, err
 }
@@ -63,8 +87,8 @@ func (c *Client) ListSessions(ctx context.Context, opts ListOptions) (aap.Sessio
 // Sessions iterates over every session, page after page from opts.After,
 // fetching each page when the previous one has been read. It stops at the
 // first error, which it yields.
-func (c *Client) Sessions(ctx context.Context, opts ListOptions) iter.Seq2[aap.SessionInfo, error] {
-	return pages(ctx, opts, func(ctx context.Context, o ListOptions) ([]aap.SessionInfo, string, error) {
+func (c *Client) Sessions(ctx context.Context, opts ListOptions) iter.Seq2[Session, error] {
+	return pages(ctx, opts, func(ctx context.Context, o ListOptions) ([]Session, string, error) {
 		page, err := c.ListSessions(ctx, o)
 		return page.Sessions, page.Next, err
 	})
@@ -102,9 +126,9 @@ func pages[T any](ctx context.Context, opts ListOptions, list func(context.Conte
 	}
 }
 
-// GetSession is GET /sessions/:id.
-func (c *Client) GetSession(ctx context.Context, sessionID string) (aap.SessionInfo, error) {
-	var out aap.SessionInfo
+// GetSession is GET /sessions/:id. Secret option values read "***".
+func (c *Client) GetSession(ctx context.Context, sessionID string) (Session, error) {
+	var out Session
 	err := c.getJSON(ctx, sessionPath(sessionID), nil, &out)
 	return out, err
 }

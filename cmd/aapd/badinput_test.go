@@ -7,8 +7,11 @@ import (
 	"testing"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/store"
 )
+
+// Raw requests: malformed and hostile input is the wire itself.
 
 // badCase is a request the server must refuse with a problem, never a 5xx.
 type badCase struct {
@@ -276,9 +279,7 @@ func TestBadInputs(t *testing.T) {
 
 	// No refused request created a session or changed this one: no
 	// history, no pending calls, its configuration as created.
-	var list aap.SessionList
-	c.do("GET", "/sessions", nil).expect(t, http.StatusOK).json(t, &list)
-	if len(list.Sessions) != 1 || list.Sessions[0].SessionID != sid {
+	if list := c.listSessions(aapclient.ListOptions{}); len(list.Sessions) != 1 || list.Sessions[0].SessionID != sid {
 		t.Errorf("after the refused requests the tenant has sessions %+v, want only %s", list.Sessions, sid)
 	}
 	if h := c.history(sid, aap.HistoryFull); len(h) != 0 {

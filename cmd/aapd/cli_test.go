@@ -119,6 +119,8 @@ func TestCLITenantsCreateAndList(t *testing.T) {
 	}
 }
 
+// Raw requests: whether the CLI's keys open the API is a credential on the
+// wire.
 func TestCLIKeys(t *testing.T) {
 	t.Parallel()
 	s := startParallelServer(t)

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/agents/echo"
 	"github.com/aapd/aapd/compaction"
-	"github.com/aapd/aapd/httpapi"
 )
 
 // The echo agent compacts with DefaultCompaction: summarize over 4,000
@@ -26,17 +26,16 @@ func chatter(c *client, sid string, n int) {
 // awaitCompactions waits until the session has at least n compaction
 // records. The automatic compaction follows a turn's answer, so a client
 // that reads right after the answer may find it still running.
-func awaitCompactions(t *testing.T, c *client, sid string, n int) httpapi.CompactionList {
+func awaitCompactions(t *testing.T, c *client, sid string, n int) []aapclient.Compaction {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var list httpapi.CompactionList
-		c.do("GET", "/sessions/"+sid+"/compactions", nil).expect(t, http.StatusOK).json(t, &list)
-		if len(list.Compactions) >= n {
+		list := c.as(t).compactions(sid, 0)
+		if len(list) >= n {
 			return list
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d compactions after 10 s, want %d", len(list.Compactions), n)
+			t.Fatalf("%d compactions after 10 s, want %d", len(list), n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -72,7 +71,7 @@ func TestCompactionAfterTurnKeepsFullHistoryExact(t *testing.T) {
 			t.Errorf("newest message -%d changed: %+v vs %+v", i, a, b)
 		}
 	}
-	rec := list.Compactions[0]
+	rec := list[0]
 	if rec.Trigger != "auto" || rec.Strategy != "summarize" || rec.TokensAfter >= rec.TokensBefore ||
 		rec.FromSeq < 2 || rec.ToSeq < rec.FromSeq || rec.MessagesAfter >= rec.MessagesBefore {
 		t.Errorf("record = %+v", rec)
@@ -88,8 +87,7 @@ func TestManualCompaction(t *testing.T) {
 	c := s.newTenant(t)
 	sid := c.echoSession(nil)
 	c.say(sid, "short")
-	var out httpapi.CompactResponse
-	c.do("POST", "/sessions/"+sid+"/compact", nil).expect(t, http.StatusOK).json(t, &out)
+	out := c.compact(sid)
 	if out.Compacted || out.Reason == "" || out.Tokens == 0 {
 		t.Errorf("compacting a short history: %+v", out)
 	}
@@ -98,8 +96,7 @@ func TestManualCompaction(t *testing.T) {
 	if before != 12 {
 		t.Fatalf("compacted history has %d messages before the manual compaction", before)
 	}
-	c.do("POST", "/sessions/"+sid+"/compact", nil).expect(t, http.StatusOK).json(t, &out)
-	if !out.Compacted || out.Compaction == nil || out.Compaction.Trigger != "manual" {
+	if out = c.compact(sid); !out.Compacted || out.Compaction == nil || out.Compaction.Trigger != "manual" {
 		t.Fatalf("manual compaction: %+v", out)
 	}
 	if after := len(c.history(sid, aap.HistoryCompacted)); after >= before || len(c.history(sid, aap.HistoryFull)) != 12 {
@@ -107,19 +104,21 @@ func TestManualCompaction(t *testing.T) {
 	}
 	// Compacting twice in a row changes nothing the second time.
 	again := c.history(sid, aap.HistoryCompacted)
-	c.do("POST", "/sessions/"+sid+"/compact", nil).expect(t, http.StatusOK).json(t, &out)
-	if out.Compacted {
+	if out = c.compact(sid); out.Compacted {
 		t.Errorf("second compaction changed something: %+v", out)
 	}
 	if now := c.history(sid, aap.HistoryCompacted); len(now) != len(again) {
 		t.Errorf("second compaction: %d → %d messages", len(again), len(now))
 	}
 	// Running turns and other tenants are refused.
-	res := c.openStream(sid, streamUser("delta", slowWords(5, 60)))
-	defer res.Body.Close()
-	c.do("POST", "/sessions/"+sid+"/compact", nil).expect(t, http.StatusConflict)
-	s.newTenant(t).do("POST", "/sessions/"+sid+"/compact", nil).expect(t, http.StatusNotFound)
-	s.newTenant(t).do("GET", "/sessions/"+sid+"/compactions", nil).expect(t, http.StatusNotFound)
+	c.openTurn(sid, streamUser("delta", slowWords(5, 60)))
+	_, err := c.api().Compact(t.Context(), sid)
+	refusal(t, err, http.StatusConflict, "turn-running")
+	other := s.newTenant(t).api()
+	_, err = other.Compact(t.Context(), sid)
+	refusal(t, err, http.StatusNotFound, "not-found")
+	_, err = other.Compactions(t.Context(), sid, 0)
+	refusal(t, err, http.StatusNotFound, "not-found")
 }
 
 func TestCompactionKeepsAnUnresolvedToolCall(t *testing.T) {
@@ -128,9 +127,7 @@ func TestCompactionKeepsAnUnresolvedToolCall(t *testing.T) {
 	sid := c.echoSession(nil, "lookup")
 	chatter(c, sid, 5)
 	calls := toolCalls(c.say(sid, "/tool lookup {\"q\":\"x\"}").Messages)
-	var out httpapi.CompactResponse
-	c.do("POST", "/sessions/"+sid+"/compact", nil).expect(t, http.StatusOK).json(t, &out)
-	if !out.Compacted {
+	if out := c.compact(sid); !out.Compacted {
 		t.Fatalf("no compaction: %+v", out)
 	}
 	h := c.history(sid, aap.HistoryCompacted)

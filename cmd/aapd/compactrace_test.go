@@ -1,9 +1,9 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,77 +11,46 @@ import (
 	"testing"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/compaction"
 	"github.com/aapd/aapd/httpapi"
 )
 
-// compactAnswer is one answer to POST /sessions/:id/compact.
-type compactAnswer struct {
-	status     int
-	retryAfter string
-	body       []byte
-}
-
-// postCompact sends POST /sessions/:id/compact; it may run on any
-// goroutine (it reports instead of failing the test).
-func (c *client) postCompact(sid string) (compactAnswer, error) {
-	req, err := http.NewRequest("POST", c.base+"/sessions/"+sid+"/compact", nil)
-	if err != nil {
-		return compactAnswer{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return compactAnswer{}, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err == nil {
-		checkOpenAPI(c.t, req, nil, res, b) // openapi_test.go
-	}
-	return compactAnswer{status: res.StatusCode, retryAfter: res.Header.Get("Retry-After"), body: b}, err
-}
-
-// compactBurst fires n concurrent compactions of sid, spread over the
-// clients (one per replica), and checks every answer is a 200 or a 409
-// saying when to retry. It returns how many of them compacted.
+// compactBurst fires n concurrent compactions of sid through aapclient,
+// spread over the clients (one per replica), and checks every answer is a
+// 200 or a 409 saying when to retry (the OpenAPI check holds Retry-After
+// to whole seconds). It returns how many of them compacted.
 func compactBurst(t *testing.T, sid string, n int, clients ...*client) (compacted int) {
 	t.Helper()
-	answers := make([]compactAnswer, n)
+	apis := make([]*aapclient.Client, len(clients))
+	for i, c := range clients {
+		apis[i] = c.api()
+	}
+	answers := make([]aapclient.CompactResult, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			answers[i], errs[i] = clients[i%len(clients)].postCompact(sid)
-		}()
+		wg.Go(func() { answers[i], errs[i] = apis[i%len(apis)].Compact(context.Background(), sid) })
 	}
 	wg.Wait()
-	for i, a := range answers {
-		if errs[i] != nil {
-			t.Fatalf("compact %d: %v", i, errs[i])
-		}
-		switch a.status {
-		case http.StatusOK:
-			var out httpapi.CompactResponse
-			if err := json.Unmarshal(a.body, &out); err != nil {
-				t.Fatalf("compact %d: %v: %s", i, err, a.body)
-			}
+	for i, out := range answers {
+		var e *aapclient.Error
+		switch {
+		case errs[i] == nil:
 			if out.Compacted {
 				compacted++
 			}
-		case http.StatusConflict:
-			var p httpapi.Problem
-			_ = json.Unmarshal(a.body, &p)
-			if secs, err := strconv.Atoi(a.retryAfter); err != nil || secs <= 0 {
-				t.Errorf("compact %d: 409 with Retry-After %q: %s", i, a.retryAfter, a.body)
-			}
-			if p.Type != httpapi.ProblemTypeBase+"compaction-conflict" && p.Type != httpapi.ProblemTypeBase+"turn-running" {
-				t.Errorf("compact %d: 409 of type %q: %s", i, p.Type, a.body)
-			}
+		case !errors.As(errs[i], &e):
+			t.Fatalf("compact %d: %v", i, errs[i])
+		case e.Status != http.StatusConflict:
+			t.Errorf("compact %d: status %d, want 200 or 409: %v", i, e.Status, e)
 		default:
-			t.Errorf("compact %d: status %d, want 200 or 409: %s", i, a.status, a.body)
+			if e.RetryAfter <= 0 {
+				t.Errorf("compact %d: 409 without Retry-After: %v", i, e)
+			}
+			if e.Type != httpapi.ProblemTypeBase+"compaction-conflict" && e.Type != httpapi.ProblemTypeBase+"turn-running" {
+				t.Errorf("compact %d: 409 of type %q: %v", i, e.Type, e)
+			}
 		}
 	}
 	return compacted
@@ -106,10 +75,8 @@ func TestConcurrentCompactsNeverFail(t *testing.T) {
 	if n := compactBurst(t, sid, 12, c); n != 1 {
 		t.Errorf("%d compactions compacted, want 1", n)
 	}
-	var list httpapi.CompactionList
-	c.do("GET", "/sessions/"+sid+"/compactions", nil).expect(t, http.StatusOK).json(t, &list)
-	if len(list.Compactions) != 1 || list.Compactions[0].Trigger != "manual" {
-		t.Fatalf("compactions after one burst: %+v", list.Compactions)
+	if list := c.compactions(sid, 0); len(list) != 1 || list[0].Trigger != "manual" {
+		t.Fatalf("compactions after one burst: %+v", list)
 	}
 
 	// Two replicas, and manual compactions racing the automatic one after
@@ -152,9 +119,7 @@ func checkCompactedHistory(t *testing.T, c *client, sid string, turns int) {
 				i+2, len(full)-len(tail)+i, describe(m), describe(tail[i]))
 		}
 	}
-	var list httpapi.CompactionList
-	c.do("GET", "/sessions/"+sid+"/compactions?limit=100", nil).expect(t, http.StatusOK).json(t, &list)
-	for _, rec := range list.Compactions {
+	for _, rec := range c.compactions(sid, 100) {
 		if rec.TokensAfter >= rec.TokensBefore || rec.MessagesAfter >= rec.MessagesBefore || rec.ToSeq < rec.FromSeq {
 			t.Errorf("record = %+v", rec)
 		}

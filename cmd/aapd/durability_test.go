@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/store/storetest"
 )
@@ -31,17 +33,19 @@ func wordsText(n int) string {
 }
 
 // turnInfo fetches a turn record through the extension endpoint.
-func (c *client) turnInfo(sid, turnID string) httpapi.TurnInfo {
+func (c *client) turnInfo(sid, turnID string) aapclient.TurnInfo {
 	c.t.Helper()
-	var info httpapi.TurnInfo
-	c.do("GET", "/sessions/"+sid+"/turns/"+turnID, nil).expect(c.t, http.StatusOK).json(c.t, &info)
+	info, err := c.api().GetTurn(context.Background(), sid, turnID)
+	if err != nil {
+		c.t.Fatalf("GET turn %s: %v", turnID, err)
+	}
 	return info
 }
 
 // waitTurn waits until a turn has ended and returns its record.
-func (c *client) waitTurn(sid, turnID string) httpapi.TurnInfo {
+func (c *client) waitTurn(sid, turnID string) aapclient.TurnInfo {
 	c.t.Helper()
-	var info httpapi.TurnInfo
+	var info aapclient.TurnInfo
 	waitFor(c.t, "turn "+turnID+" to end", 20*time.Second, func() bool {
 		info = c.turnInfo(sid, turnID)
 		return info.Status != "running"
@@ -55,10 +59,10 @@ func TestClientDisconnectMidStreamStillCommits(t *testing.T) {
 			s := startServer(t)
 			c := s.newTenant(t)
 			sid := c.echoSession(nil)
-			res := c.openStream(sid, streamUser(mode, "/think planning\n"+slowWords(30, 20)))
-			turnID := res.Header.Get(httpapi.TurnIDHeader)
-			readEvents(t, bufio.NewReader(res.Body), 2)
-			res.Body.Close() // the client goes away mid-answer
+			st := c.openTurn(sid, streamUser(mode, "/think planning\n"+slowWords(30, 20)))
+			turnID := st.TurnID()
+			st.read(2)
+			st.close() // the client goes away mid-answer
 
 			info := c.waitTurn(sid, turnID)
 			if info.Status != "completed" || info.StopReason != aap.StopEndTurn {
@@ -76,18 +80,17 @@ func TestConcurrentTurnGets409WithRunningTurnID(t *testing.T) {
 	s := startServer(t)
 	c := s.newTenant(t)
 	sid := c.echoSession(nil)
-	res := c.openStream(sid, streamUser("delta", slowWords(10, 50)))
-	defer res.Body.Close()
-	running := res.Header.Get(httpapi.TurnIDHeader)
-	r := c.do("POST", "/sessions/"+sid+"/turns", user("me too")).expect(t, http.StatusConflict)
-	if r.Header.Get("Retry-After") == "" {
+	st := c.openTurn(sid, streamUser("delta", slowWords(10, 50)))
+	running := st.TurnID()
+	_, err := c.api().SendTurn(t.Context(), sid, turnRequest(t, user("me too")))
+	e := refusal(t, err, http.StatusConflict, "turn-running")
+	if e.RetryAfter <= 0 {
 		t.Error("409 without Retry-After")
 	}
-	p := r.problem(t)
-	if p["type"] != "https://aapd.dev/problems/turn-running" || p["turnId"] != running {
-		t.Errorf("problem = %v, want turnId %s", p, running)
+	if e.TurnID != running {
+		t.Errorf("problem = %+v, want turnId %s", e, running)
 	}
-	readEvents(t, bufio.NewReader(res.Body), -1)
+	st.read(-1)
 	c.say(sid, "now") // free again once the stream has ended
 }
 
@@ -96,68 +99,98 @@ func TestResumeStreamAfterDisconnect(t *testing.T) {
 	other := startServer(t) // a second replica on the same database
 	c := s.newTenant(t)
 	sid := c.echoSession(nil)
-	res := c.openStream(sid, streamUser("delta", slowWords(20, 25)))
-	turnID := res.Header.Get(httpapi.TurnIDHeader)
-	first := readEvents(t, bufio.NewReader(res.Body), 4)
-	res.Body.Close()
+	st := c.openTurn(sid, streamUser("delta", slowWords(20, 25)))
+	turnID := st.TurnID()
+	first := st.read(4)
+	st.close()
 
+	// aapclient asks with Last-Event-ID.
 	for name, base := range map[string]string{"same replica": s.base, "other replica": other.base} {
 		t.Run(name, func(t *testing.T) {
 			rc := &client{t: t, base: base, key: c.key}
-			req, _ := http.NewRequest("GET", base+"/sessions/"+sid+"/turns/"+turnID+"/events", nil)
-			req.Header.Set("Authorization", "Bearer "+rc.key)
-			req.Header.Set("Last-Event-ID", first[len(first)-1].ID)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkOpenAPIStream(t, req, nil, resp) // openapi_test.go
-			defer resp.Body.Close()
-			rest := readEvents(t, bufio.NewReader(resp.Body), -1)
-			all := append(append([]sseEvent{}, first...), rest...)
+			rest := rc.followTurn(sid, turnID, first[len(first)-1].ID).read(-1)
+			all := append(append([]turnEvent{}, first...), rest...)
 			text := ""
 			for i, e := range all {
-				if e.ID != strconv.Itoa(i+1) {
-					t.Fatalf("event %d has id %s: a gap or a duplicate (%v)", i+1, e.ID, eventTypes(all))
+				if e.ID != i+1 {
+					t.Fatalf("event %d has id %d: a gap or a duplicate (%v)", i+1, e.ID, types(all))
 				}
-				if e.Event == "text_delta" {
-					text += e.parse(t).Delta
+				if e.Type == aap.EventTextDelta {
+					text += e.Delta
 				}
 			}
-			if all[len(all)-1].Event != "turn_stop" || text != wordsText(20) {
-				t.Errorf("resumed stream: %v, text %q", eventTypes(all), text)
+			if all[len(all)-1].Type != aap.EventTurnStop || text != wordsText(20) {
+				t.Errorf("resumed stream: %v, text %q", types(all), text)
 			}
 		})
 	}
-	// ?after= works too, and from 0 replays the whole turn.
-	var whole []sseEvent
+	// From 0, the whole turn is replayed.
+	whole := c.followTurn(sid, turnID, 0).read(-1)
+	if whole[0].Type != aap.EventTurnStart || whole[len(whole)-1].Type != aap.EventTurnStop || whole[0].ID != 1 {
+		t.Errorf("replay from 0: %v", types(whole))
+	}
+	// Raw: ?after= (what aapclient does not send) and a malformed one.
 	r := c.do("GET", "/sessions/"+sid+"/turns/"+turnID+"/events?after=0", nil).expect(t, http.StatusOK)
-	whole = readEvents(t, bufio.NewReader(strings.NewReader(string(r.body))), -1)
-	if whole[0].Event != "turn_start" || whole[len(whole)-1].Event != "turn_stop" {
-		t.Errorf("replay from 0: %v", eventTypes(whole))
+	if raw := readEvents(t, bufio.NewReader(strings.NewReader(string(r.body))), -1); len(raw) != len(whole) {
+		t.Errorf("?after=0 replays %d events, Last-Event-ID 0 %d", len(raw), len(whole))
 	}
 	c.do("GET", "/sessions/"+sid+"/turns/"+turnID+"/events?after=x", nil).expect(t, http.StatusBadRequest)
-	c.do("GET", "/sessions/"+sid+"/turns/turn_nope/events", nil).expect(t, http.StatusNotFound)
+	_, err := c.api().TurnEvents(t.Context(), sid, "turn_nope", 0)
+	refusal(t, err, http.StatusNotFound, "not-found")
+}
+
+// The client's own resume: a connection cut in the middle of a turn's
+// stream is resumed by aapclient from the last whole event, and the caller
+// reads every event once, in order.
+func TestAapclientResumesACutStream(t *testing.T) {
+	s := startServer(t)
+	c := s.newTenant(t)
+	sid := c.echoSession(nil)
+	cut := &cuttingTransport{next: checkedTransport{t: t}, after: 300}
+	api, err := aapclient.New(s.base, aapclient.WithAPIKey(c.key), aapclient.WithHTTPClient(&http.Client{Transport: cut}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := api.StreamTurn(t.Context(), sid, aap.TurnRequest{Stream: aap.StreamDelta,
+		Messages: []aap.Message{aap.UserMessage(slowWords(30, 10))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, n := "", 0
+	for e, err := range stream.Events() {
+		if err != nil {
+			t.Fatalf("after event %d: %v", stream.LastEventID(), err)
+		}
+		if n++; stream.LastEventID() != n {
+			t.Fatalf("event %d has id %d: a gap or a duplicate", n, stream.LastEventID())
+		}
+		if e.Type == aap.EventTextDelta {
+			text += e.Delta
+		}
+	}
+	if text != wordsText(30) {
+		t.Errorf("text %q", text)
+	}
+	if stream.Resumes() == 0 || cut.cuts.Load() == 0 {
+		t.Errorf("the stream was resumed %d times after %d cuts: the test cut nothing", stream.Resumes(), cut.cuts.Load())
+	}
 }
 
 func TestCancelStopsTheTurnAndKeepsWhatWasProduced(t *testing.T) {
 	s := startServer(t)
 	c := s.newTenant(t)
 	sid := c.echoSession(nil)
-	res := c.openStream(sid, streamUser("delta", slowWords(200, 20)))
-	defer res.Body.Close()
-	turnID := res.Header.Get(httpapi.TurnIDHeader)
-	br := bufio.NewReader(res.Body)
-	readEvents(t, br, 5)
+	st := c.openTurn(sid, streamUser("delta", slowWords(200, 20)))
+	turnID := st.TurnID()
+	st.read(5)
 
-	var info httpapi.TurnInfo
-	c.do("POST", "/sessions/"+sid+"/turns/"+turnID+"/cancel", nil).expect(t, http.StatusOK).json(t, &info)
+	info := c.cancelTurn(sid, turnID)
 	if info.Status != "cancelled" {
 		t.Fatalf("after cancel: %+v", info)
 	}
-	rest := readEvents(t, br, -1)
-	if len(rest) == 0 || rest[len(rest)-1].Event != "turn_stop" {
-		t.Fatalf("stream did not end with turn_stop: %v", eventTypes(rest))
+	rest := st.read(-1)
+	if len(rest) == 0 || rest[len(rest)-1].Type != aap.EventTurnStop {
+		t.Fatalf("stream did not end with turn_stop: %v", types(rest))
 	}
 	h := c.history(sid, aap.HistoryFull)
 	if len(h) != 2 || !strings.HasPrefix(h[1].Content.PlainText(), "Echo: word1 word2") || strings.Contains(h[1].Content.PlainText(), "word200") {
@@ -168,8 +201,7 @@ func TestCancelStopsTheTurnAndKeepsWhatWasProduced(t *testing.T) {
 		t.Errorf("next turn: %q", got)
 	}
 	// Cancelling a finished turn changes nothing.
-	c.do("POST", "/sessions/"+sid+"/turns/"+turnID+"/cancel", nil).expect(t, http.StatusOK).json(t, &info)
-	if info.Status != "cancelled" {
+	if info = c.cancelTurn(sid, turnID); info.Status != "cancelled" {
 		t.Errorf("second cancel: %+v", info)
 	}
 }
@@ -179,18 +211,14 @@ func TestCancelFromAnotherReplica(t *testing.T) {
 	other := startServer(t)
 	c := s.newTenant(t)
 	sid := c.echoSession(nil)
-	res := c.openStream(sid, streamUser("message", slowWords(300, 20)))
-	defer res.Body.Close()
-	turnID := res.Header.Get(httpapi.TurnIDHeader)
+	st := c.openTurn(sid, streamUser("message", slowWords(300, 20)))
 	oc := &client{t: t, base: other.base, key: c.key}
-	var info httpapi.TurnInfo
-	oc.do("POST", "/sessions/"+sid+"/turns/"+turnID+"/cancel", nil).expect(t, http.StatusOK).json(t, &info)
-	if info.Status != "cancelled" {
+	if info := oc.cancelTurn(sid, st.TurnID()); info.Status != "cancelled" {
 		t.Fatalf("cancel via other replica: %+v", info)
 	}
-	events := readEvents(t, bufio.NewReader(res.Body), -1)
-	if events[len(events)-1].Event != "turn_stop" {
-		t.Errorf("events = %v", eventTypes(events))
+	events := st.read(-1)
+	if events[len(events)-1].Type != aap.EventTurnStop {
+		t.Errorf("events = %v", types(events))
 	}
 }
 
@@ -199,14 +227,12 @@ func TestDeleteSessionWithRunningTurnLeavesNothing(t *testing.T) {
 	c := s.newTenant(t)
 	sid := c.echoSession(nil)
 	c.say(sid, "before")
-	res := c.openStream(sid, streamUser("delta", slowWords(200, 20)))
-	defer res.Body.Close()
-	br := bufio.NewReader(res.Body)
-	readEvents(t, br, 3)
-	c.do("DELETE", "/sessions/"+sid, nil).expect(t, http.StatusNoContent)
-	events := readEvents(t, br, -1)
-	if len(events) == 0 || events[len(events)-1].Event != "turn_stop" {
-		t.Errorf("stream after delete: %v", eventTypes(events))
+	st := c.openTurn(sid, streamUser("delta", slowWords(200, 20)))
+	st.read(3)
+	c.deleteSession(sid)
+	events := st.read(-1)
+	if len(events) == 0 || events[len(events)-1].Type != aap.EventTurnStop {
+		t.Errorf("stream after delete: %v", types(events))
 	}
 	waitFor(t, "the turn to stop", 5*time.Second, func() bool { return s.Runner.Running() == 0 })
 	for _, table := range []string{"sessions", "messages", "compacted_messages", "turns", "turn_event_batches"} {
@@ -222,6 +248,8 @@ func TestDeleteSessionWithRunningTurnLeavesNothing(t *testing.T) {
 	}
 }
 
+// Raw requests: the replay of a create is judged on the bytes of its body
+// and headers, for request bodies that differ only in their spacing.
 func TestIdempotentSessionCreate(t *testing.T) {
 	s := startServer(t)
 	c := s.newTenant(t)
@@ -231,9 +259,7 @@ func TestIdempotentSessionCreate(t *testing.T) {
 	if string(first.body) != string(again.body) || again.Header.Get(httpapi.ReplayedHeader) != "true" {
 		t.Errorf("retry: %s (replayed %q), first %s", again.body, again.Header.Get(httpapi.ReplayedHeader), first.body)
 	}
-	var list aap.SessionList
-	c.do("GET", "/sessions", nil).expect(t, http.StatusOK).json(t, &list)
-	if len(list.Sessions) != 1 {
+	if list := c.listSessions(aapclient.ListOptions{}); len(list.Sessions) != 1 {
 		t.Errorf("%d sessions after a retried create", len(list.Sessions))
 	}
 	p := c.do("POST", "/sessions", `{"agent":{"name":"echo","options":{"style":"shout"}}}`, "Idempotency-Key", "create-1").
@@ -250,37 +276,36 @@ func TestIdempotentTurnReplaysWithoutRunningTheAgentAgain(t *testing.T) {
 	c := s.newTenant(t)
 	sid := c.echoSession(nil)
 
-	first := c.do("POST", "/sessions/"+sid+"/turns", user("once"), "Idempotency-Key", "t-1").expect(t, http.StatusOK)
-	again := c.do("POST", "/sessions/"+sid+"/turns", user("once"), "Idempotency-Key", "t-1").expect(t, http.StatusOK)
-	if string(first.body) != string(again.body) || first.Header.Get(httpapi.TurnIDHeader) != again.Header.Get(httpapi.TurnIDHeader) {
-		t.Errorf("replay differs:\n%s\n%s", first.body, again.body)
+	first := c.sendTurn(sid, user("once"), aapclient.WithIdempotencyKey("t-1"))
+	again := c.sendTurn(sid, user("once"), aapclient.WithIdempotencyKey("t-1"))
+	if !reflect.DeepEqual(first.TurnResponse, again.TurnResponse) || first.TurnID == "" || first.TurnID != again.TurnID {
+		t.Errorf("replay differs:\n%+v\n%+v", first, again)
 	}
-	if again.Header.Get(httpapi.ReplayedHeader) != "true" {
-		t.Error("replay not marked")
+	if first.Replayed || !again.Replayed {
+		t.Errorf("replay marked %v, first %v", again.Replayed, first.Replayed)
 	}
-	c.do("POST", "/sessions/"+sid+"/turns", user("twice"), "Idempotency-Key", "t-1").expect(t, http.StatusUnprocessableEntity)
+	_, err := c.api().SendTurn(t.Context(), sid, turnRequest(t, user("twice")), aapclient.WithIdempotencyKey("t-1"))
+	refusal(t, err, http.StatusUnprocessableEntity, "idempotency-key-reused")
 
 	// A stream replays its recorded events.
-	res, events := c.stream(sid, streamUser("message", "/think a\nstreamed"))
-	_ = res
-	res2 := c.openStream(sid, streamUser("message", "/think a\nstreamed"), "Idempotency-Key", "t-2")
-	evA := readEvents(t, bufio.NewReader(res2.Body), -1)
-	res2.Body.Close()
-	res3 := c.openStream(sid, streamUser("message", "/think a\nstreamed"), "Idempotency-Key", "t-2")
-	evB := readEvents(t, bufio.NewReader(res3.Body), -1)
-	res3.Body.Close()
+	_, events := c.streamTurn(sid, streamUser("message", "/think a\nstreamed"))
+	streamA, evA := c.streamTurn(sid, streamUser("message", "/think a\nstreamed"), aapclient.WithIdempotencyKey("t-2"))
+	streamB, evB := c.streamTurn(sid, streamUser("message", "/think a\nstreamed"), aapclient.WithIdempotencyKey("t-2"))
 	if !reflect.DeepEqual(evA, evB) || len(evA) != len(events) {
 		t.Errorf("stream replay differs:\n%v\n%v", evA, evB)
 	}
+	if streamA.Replayed() || !streamB.Replayed() || streamA.TurnID() != streamB.TurnID() {
+		t.Errorf("stream replay: turn %s replayed %v, then turn %s replayed %v",
+			streamA.TurnID(), streamA.Replayed(), streamB.TurnID(), streamB.Replayed())
+	}
 	// Concurrent retries of one request run it once.
 	var wg sync.WaitGroup
-	codes := make([]int, 4)
-	for i := range codes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			codes[i] = c.do("POST", "/sessions/"+sid+"/turns", user("raced"), "Idempotency-Key", "t-3").StatusCode
-		}()
+	errs := make([]error, 4)
+	api, raced := c.api(), turnRequest(t, user("raced"))
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = api.SendTurn(t.Context(), sid, raced, aapclient.WithIdempotencyKey("t-3"))
+		})
 	}
 	wg.Wait()
 	n := 0
@@ -290,11 +315,11 @@ func TestIdempotentTurnReplaysWithoutRunningTheAgentAgain(t *testing.T) {
 		}
 	}
 	if n != 1 {
-		t.Errorf("the raced request ran %d times (codes %v)", n, codes)
+		t.Errorf("the raced request ran %d times (errors %v)", n, errs)
 	}
-	for _, code := range codes {
-		if code != http.StatusOK {
-			t.Errorf("raced retry got %d", code)
+	for _, err := range errs {
+		if err != nil {
+			t.Errorf("raced retry: %v", err)
 		}
 	}
 	// Only the first of each keyed request reached the history.
@@ -316,9 +341,12 @@ func TestTurnsAreListedWithTheirRecords(t *testing.T) {
 	sid := c.echoSession(nil, "lookup")
 	c.say(sid, "one")
 	c.say(sid, "/tool lookup {}")
-	c.do("POST", "/sessions/"+sid+"/turns", streamUser("delta", "/error boom")).expect(t, http.StatusOK)
-	var page httpapi.TurnList
-	c.do("GET", "/sessions/"+sid+"/turns?limit=2", nil).expect(t, http.StatusOK).json(t, &page)
+	c.streamTurn(sid, streamUser("delta", "/error boom"))
+	api := c.api()
+	page, err := api.ListTurns(t.Context(), sid, aapclient.ListOptions{Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(page.Turns) != 2 || page.Next == "" {
 		t.Fatalf("page 1 = %+v", page)
 	}
@@ -328,10 +356,13 @@ func TestTurnsAreListedWithTheirRecords(t *testing.T) {
 	if page.Turns[1].StopReason != aap.StopToolUse || page.Turns[1].Status != "completed" || page.Turns[1].DurationMs == nil {
 		t.Errorf("tool_use turn = %+v", page.Turns[1])
 	}
-	var page2 httpapi.TurnList
-	c.do("GET", "/sessions/"+sid+"/turns?limit=2&after="+page.Next, nil).expect(t, http.StatusOK).json(t, &page2)
+	page2, err := api.ListTurns(t.Context(), sid, aapclient.ListOptions{Limit: 2, After: page.Next})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(page2.Turns) != 1 || page2.Next != "" || page2.Turns[0].Stream != aap.StreamNone {
 		t.Errorf("page 2 = %+v", page2)
 	}
-	s.newTenant(t).do("GET", "/sessions/"+sid+"/turns", nil).expect(t, http.StatusNotFound)
+	_, err = s.newTenant(t).api().ListTurns(t.Context(), sid, aapclient.ListOptions{})
+	refusal(t, err, http.StatusNotFound, "not-found")
 }

@@ -21,7 +21,8 @@ import (
 // The edge of a real `aapd serve` process, configured from its flags and
 // environment: metrics on a listener of their own, CORS turned off by an
 // empty AAPD_CORS_ORIGINS, and every timeout short. (Not parallel: it sets
-// an environment variable for the process to inherit.)
+// an environment variable for the process to inherit.) Raw requests
+// throughout: headers, methods, sizes, timeouts and listeners are the wire.
 func TestEdgeOfARealProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -307,9 +308,9 @@ func idleConnectionIsClosed(t *testing.T, base string, timeout time.Duration) {
 func streamOutlivesBodyTimeout(t *testing.T, c *client) {
 	sid := c.echoSession(nil)
 	start := time.Now()
-	_, events := c.stream(sid, streamUser("delta", slowWords(10, 100)))
-	if len(events) == 0 || events[len(events)-1].parse(t).StopReason != aap.StopEndTurn {
-		t.Fatalf("stream cut short: %v", eventTypes(events))
+	_, events := c.streamTurn(sid, streamUser("delta", slowWords(10, 100))) // fails on a cut, not resumed
+	if len(events) == 0 || events[len(events)-1].StopReason != aap.StopEndTurn {
+		t.Fatalf("stream cut short: %v", types(events))
 	}
 	if since := time.Since(start); since < 900*time.Millisecond {
 		t.Errorf("the stream took %s; it was meant to outlast the body timeout", since)

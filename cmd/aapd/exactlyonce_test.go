@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -17,7 +15,7 @@ import (
 	"time"
 
 	"github.com/aapd/aapd/aap"
-	"github.com/aapd/aapd/httpapi"
+	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/store/storetest"
 )
 
@@ -26,24 +24,11 @@ import (
 // claimed, replicas killed mid-stream. After each, every history is checked
 // message by message.
 
-// postTurn sends a stream "none" turn with an idempotency key; it returns
-// the status (0 if the request failed) and the body.
-func postTurn(ctx context.Context, base, apiKey, sid, text, idemKey string) (int, []byte, error) {
-	b, _ := json.Marshal(user(text))
-	req, err := http.NewRequestWithContext(ctx, "POST", base+"/sessions/"+sid+"/turns", bytes.NewReader(b))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+apiKey)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", idemKey)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	return res.StatusCode, body, err
+// postTurn sends a stream "none" turn with an idempotency key, once
+// (api does not retry by itself).
+func postTurn(ctx context.Context, api *aapclient.Client, sid, text, idemKey string) (*aapclient.TurnResult, error) {
+	return api.SendTurn(ctx, sid, aap.TurnRequest{Messages: []aap.Message{aap.UserMessage(text)}},
+		aapclient.WithIdempotencyKey(idemKey))
 }
 
 // turnLoad is a conversation per session, driven concurrently: each turn
@@ -64,6 +49,10 @@ func (l turnLoad) text(s, i int) string { return fmt.Sprintf("s%d m%d", s, i) }
 func (l turnLoad) run(t *testing.T, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
+	apis := make([]*aapclient.Client, len(l.bases))
+	for i, base := range l.bases {
+		apis[i] = (&client{t: t, base: base, key: l.key}).api()
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(l.sessions))
 	for s, sid := range l.sessions {
@@ -82,17 +71,19 @@ func (l turnLoad) run(t *testing.T, limit time.Duration) {
 					if attempt == 0 && l.dropFirst {
 						ctx, cancel = context.WithTimeout(context.Background(), time.Duration(rng.IntN(12000))*time.Microsecond)
 					}
-					status, body, err := postTurn(ctx, l.bases[(s+attempt)%len(l.bases)], l.key, sid, text, idem)
+					resp, err := postTurn(ctx, apis[(s+attempt)%len(apis)], sid, text, idem)
 					cancel()
-					if err == nil && status == http.StatusOK {
-						var resp aap.TurnResponse
-						if json.Unmarshal(body, &resp) != nil || len(resp.Messages) != 1 || resp.Messages[0].Content.PlainText() != "Echo: "+text {
-							errs <- fmt.Errorf("%s: answered %s", text, body)
+					if err == nil {
+						if len(resp.Messages) != 1 || resp.Messages[0].Content.PlainText() != "Echo: "+text {
+							errs <- fmt.Errorf("%s: answered %+v", text, resp.TurnResponse)
 						}
 						break
 					}
-					if err == nil && status != http.StatusServiceUnavailable && status != http.StatusConflict {
-						errs <- fmt.Errorf("%s: status %d: %s", text, status, body)
+					// A refusal other than 503 or 409 is final; no answer
+					// at all is retried.
+					var e *aapclient.Error
+					if errors.As(err, &e) && e.Status != http.StatusServiceUnavailable && e.Status != http.StatusConflict {
+						errs <- fmt.Errorf("%s: %w", text, err)
 						return
 					}
 					time.Sleep(50 * time.Millisecond)
@@ -113,8 +104,10 @@ func (l turnLoad) check(t *testing.T, c *client, dbURL string) {
 	t.Helper()
 	// After a fault, a read may meet a connection the database dropped:
 	// that is a 503 to retry.
+	api := c.api()
 	waitFor(t, "the server to read again", 30*time.Second, func() bool {
-		return c.do("GET", "/sessions?limit=1", nil).StatusCode == http.StatusOK
+		_, err := api.ListSessions(context.Background(), aapclient.ListOptions{Limit: 1})
+		return err == nil
 	})
 	for s, sid := range l.sessions {
 		var got, want []string
@@ -235,48 +228,61 @@ func TestResumeAfterReplicaKilledEndsWithTurnStopAndNoReusedID(t *testing.T) {
 		a := startProc(t, dbURL)
 		ca := &client{t: t, base: a.base, key: key}
 		sid := ca.echoSession(nil)
-		res := ca.openStream(sid, streamUser("delta", slowWords(400, 10)))
-		turnID := res.Header.Get(httpapi.TurnIDHeader)
-		seen := readEvents(t, bufio.NewReader(res.Body), 3+trial*7)
+		st := ca.openTurn(sid, streamUser("delta", slowWords(400, 10)))
+		turnID := st.TurnID()
+		seen := st.read(3 + trial*7)
 		a.kill()
-		res.Body.Close()
+		st.close()
 		last := seen[len(seen)-1].ID
 
-		resumed := make(chan []sseEvent, 1)
+		type result struct {
+			events []turnEvent
+			err    error
+		}
+		resumed := make(chan result, 1)
+		api := cb.api()
 		go func() {
-			r := cb.do("GET", "/sessions/"+sid+"/turns/"+turnID+"/events", nil, "Last-Event-ID", last)
-			resumed <- readEventsFrom(t, r.body)
+			s, err := api.TurnEvents(context.Background(), sid, turnID, last)
+			if err != nil {
+				resumed <- result{err: err}
+				return
+			}
+			ev, err := newTurnStream(t, s).tryRead(-1)
+			resumed <- result{ev, err}
 		}()
-		var rest []sseEvent
+		var rest []turnEvent
 		select {
-		case rest = <-resumed:
+		case r := <-resumed:
+			if r.err != nil {
+				t.Fatalf("trial %d: resume after %d: %v", trial, last, r.err)
+			}
+			rest = r.events
 		case <-time.After(20 * time.Second):
 			t.Fatalf("trial %d: the resumed stream did not end", trial)
 		}
-		lastID, _ := strconv.Atoi(last)
 		for i, e := range rest {
-			if e.ID != strconv.Itoa(lastID+1+i) {
-				t.Errorf("trial %d: resumed event %d has id %s, want %d", trial, i, e.ID, lastID+1+i)
+			if e.ID != last+1+i {
+				t.Errorf("trial %d: resumed event %d has id %d, want %d", trial, i, e.ID, last+1+i)
 			}
 		}
-		if len(rest) == 0 || rest[len(rest)-1].Event != "turn_stop" {
-			t.Fatalf("trial %d: resumed after %s: %v", trial, last, eventTypes(rest))
+		if len(rest) == 0 || rest[len(rest)-1].Type != aap.EventTurnStop {
+			t.Fatalf("trial %d: resumed after %d: %v", trial, last, types(rest))
 		}
 		// The whole log: turn_start first, one turn_stop last, no gap, and
 		// what the client saw is what it says.
-		all := readEventsFrom(t, cb.do("GET", "/sessions/"+sid+"/turns/"+turnID+"/events", nil).expect(t, http.StatusOK).body)
+		all := cb.followTurn(sid, turnID, 0).read(-1)
 		for i, e := range all {
-			if e.ID != strconv.Itoa(i+1) {
-				t.Fatalf("trial %d: event %d has id %s", trial, i+1, e.ID)
+			if e.ID != i+1 {
+				t.Fatalf("trial %d: event %d has id %d", trial, i+1, e.ID)
 			}
-			if (e.Event == "turn_stop") != (i == len(all)-1) || (e.Event == "turn_start") != (i == 0) {
-				t.Errorf("trial %d: log %v", trial, eventTypes(all))
+			if (e.Type == aap.EventTurnStop) != (i == len(all)-1) || (e.Type == aap.EventTurnStart) != (i == 0) {
+				t.Errorf("trial %d: log %v", trial, types(all))
 				break
 			}
 		}
 		for i, e := range append(seen, rest...) {
-			if i < len(all) && (e.Event != all[i].Event || e.Data != all[i].Data) {
-				t.Errorf("trial %d: id %s was sent as %s %s, the log has %s %s", trial, e.ID, e.Event, e.Data, all[i].Event, all[i].Data)
+			if i < len(all) && !reflect.DeepEqual(e.Event, all[i].Event) {
+				t.Errorf("trial %d: id %d was sent as %+v, the log has %+v", trial, e.ID, e.Event, all[i].Event)
 			}
 		}
 	}
@@ -289,9 +295,14 @@ func TestResumeAtOrBeyondTheEndOfAFinishedTurn(t *testing.T) {
 	s := startServer(t)
 	c := s.newTenant(t)
 	sid := c.echoSession(nil)
-	res, events := c.stream(sid, streamUser("delta", "/words 5"))
-	turnID := res.Header.Get(httpapi.TurnIDHeader)
+	stream, events := c.streamTurn(sid, streamUser("delta", "/words 5"))
+	turnID := stream.TurnID()
 	n := len(events)
+	// Through aapclient: at the last event, nothing more and no error.
+	if rest := c.followTurn(sid, turnID, n).read(-1); len(rest) != 0 {
+		t.Errorf("after the last event: %v", types(rest))
+	}
+	// Raw requests: the exact statuses, for both ways of naming the event.
 	path := "/sessions/" + sid + "/turns/" + turnID + "/events"
 	for _, tc := range []struct {
 		name    string
@@ -329,11 +340,11 @@ func TestFollowerOfADeletedSessionEndsPromptly(t *testing.T) {
 	a, b := startProc(t, dbURL), startProc(t, dbURL)
 	ca, cb := &client{t: t, base: a.base, key: key}, &client{t: t, base: b.base, key: key}
 	sid := ca.echoSession(nil)
-	res := ca.openStream(sid, streamUser("delta", slowWords(300, 20)))
-	defer res.Body.Close()
-	turnID := res.Header.Get(httpapi.TurnIDHeader)
-	readEvents(t, bufio.NewReader(res.Body), 3)
+	st := ca.openTurn(sid, streamUser("delta", slowWords(300, 20)))
+	turnID := st.TurnID()
+	st.read(3)
 
+	// Raw: what is measured is the bytes the follower is sent.
 	got := make(chan int, 1)
 	go func() {
 		req, _ := http.NewRequest("GET", b.base+"/sessions/"+sid+"/turns/"+turnID+"/events", nil)
@@ -348,7 +359,7 @@ func TestFollowerOfADeletedSessionEndsPromptly(t *testing.T) {
 		got <- int(n)
 	}()
 	time.Sleep(300 * time.Millisecond)
-	cb.do("DELETE", "/sessions/"+sid, nil).expect(t, http.StatusNoContent)
+	cb.deleteSession(sid)
 	select {
 	case n := <-got:
 		if n < 0 || n > 64<<10 {
@@ -371,9 +382,10 @@ func TestNULInAnErrorNeverWedgesATurn(t *testing.T) {
 		"a client's \u0000 text",
 	} {
 		resp := c.say(sid, text)
-		turns := c.do("GET", "/sessions/"+sid+"/turns?limit=1", nil).expect(t, http.StatusOK)
-		var list httpapi.TurnList
-		turns.json(t, &list)
+		list, err := c.api().ListTurns(t.Context(), sid, aapclient.ListOptions{Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if len(list.Turns) != 1 || list.Turns[0].Status == "running" {
 			t.Errorf("%q: turn %+v (answer %+v)", text, list.Turns, resp)
 		}
@@ -394,19 +406,17 @@ func TestAsManyClientsAsWorkersNeverFindTheServerBusy(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Workers = workers })
 	c := s.newTenant(t)
 	var wg sync.WaitGroup
+	api := c.api()
 	for w := range workers {
 		sid := c.echoSession(nil)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range 40 {
-				status, body, err := postTurn(context.Background(), s.base, c.key, sid, fmt.Sprintf("w%d t%d", w, i), fmt.Sprintf("%s-%d", sid, i))
-				if err != nil || status != http.StatusOK {
-					t.Errorf("client %d turn %d: %d %s %v", w, i, status, body, err)
+				if _, err := postTurn(context.Background(), api, sid, fmt.Sprintf("w%d t%d", w, i), fmt.Sprintf("%s-%d", sid, i)); err != nil {
+					t.Errorf("client %d turn %d: %v", w, i, err)
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -12,7 +14,7 @@ import (
 	"time"
 
 	"github.com/aapd/aapd/aap"
-	"github.com/aapd/aapd/httpapi"
+	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/store/storetest"
 )
 
@@ -32,11 +34,11 @@ func TestKilledProcessMidTurnIsRecoveredAtOnce(t *testing.T) {
 	c := &client{t: t, base: a.base, key: key}
 	sid := c.echoSession(nil)
 	c.say(sid, "before")
-	res := c.openStream(sid, streamUser("delta", slowWords(500, 20)))
-	turnID := res.Header.Get(httpapi.TurnIDHeader)
-	readEvents(t, bufio.NewReader(res.Body), 5)
+	st := c.openTurn(sid, streamUser("delta", slowWords(500, 20)))
+	turnID := st.TurnID()
+	st.read(5)
 	a.kill()
-	res.Body.Close()
+	st.close()
 
 	b := startProc(t, dbURL)
 	cb := &client{t: t, base: b.base, key: key}
@@ -61,9 +63,8 @@ func TestKilledProcessMidTurnIsRecoveredAtOnce(t *testing.T) {
 		t.Errorf("history after the kill = %q\nwant %q", texts, want)
 	}
 	// The dead turn's event log is closed, so a follower is not left waiting.
-	r := cb.do("GET", "/sessions/"+sid+"/turns/"+turnID+"/events", nil).expect(t, http.StatusOK)
-	if ev := readEventsFrom(t, r.body); ev[len(ev)-1].Event != "turn_stop" || ev[len(ev)-1].parse(t).StopReason != aap.StopError {
-		t.Errorf("dead turn's events end with %v", ev[len(ev)-1])
+	if ev := cb.followTurn(sid, turnID, 0).read(-1); ev[len(ev)-1].Type != aap.EventTurnStop || ev[len(ev)-1].StopReason != aap.StopError {
+		t.Errorf("dead turn's events end with %+v", ev[len(ev)-1])
 	}
 }
 
@@ -75,27 +76,24 @@ func TestGracefulShutdownDrainsThenInterrupts(t *testing.T) {
 	a := startProc(t, dbURL, "--drain-timeout", "1500ms", "--shutdown-delay", "0")
 	c := &client{t: t, base: a.base, key: key}
 	short, long := c.echoSession(nil), c.echoSession(nil)
-	resShort := c.openStream(short, streamUser("delta", slowWords(5, 100)))
-	resLong := c.openStream(long, streamUser("message", slowWords(200, 50)))
-	defer resShort.Body.Close()
-	defer resLong.Body.Close()
-	longTurn := resLong.Header.Get(httpapi.TurnIDHeader)
-	brShort, brLong := bufio.NewReader(resShort.Body), bufio.NewReader(resLong.Body)
-	readEvents(t, brShort, 1)
-	readEvents(t, brLong, 1)
+	stShort := c.openTurn(short, streamUser("delta", slowWords(5, 100)))
+	stLong := c.openTurn(long, streamUser("message", slowWords(200, 50)))
+	longTurn := stLong.TurnID()
+	stShort.read(1)
+	stLong.read(1)
 
 	a.signal(syscall.SIGTERM)
 	time.Sleep(200 * time.Millisecond)
 	if _, err := http.Get(a.base + "/healthz"); err == nil {
 		t.Error("a draining server still accepts connections")
 	}
-	evShort := readEvents(t, brShort, -1)
-	if last := evShort[len(evShort)-1]; last.Event != "turn_stop" || last.parse(t).StopReason != aap.StopEndTurn {
-		t.Errorf("a turn that fits in the drain ended with %v", eventTypes(evShort))
+	evShort := stShort.read(-1)
+	if last := evShort[len(evShort)-1]; last.Type != aap.EventTurnStop || last.StopReason != aap.StopEndTurn {
+		t.Errorf("a turn that fits in the drain ended with %v", types(evShort))
 	}
-	evLong := readEvents(t, brLong, -1)
-	if last := evLong[len(evLong)-1]; last.Event != "turn_stop" || last.parse(t).StopReason != aap.StopError {
-		t.Errorf("a turn cut by shutdown ended with %v", eventTypes(evLong))
+	evLong := stLong.read(-1)
+	if last := evLong[len(evLong)-1]; last.Type != aap.EventTurnStop || last.StopReason != aap.StopError {
+		t.Errorf("a turn cut by shutdown ended with %v", types(evLong))
 	}
 	if code := a.exitCode(10 * time.Second); code != 0 {
 		t.Errorf("exit code %d", code)
@@ -128,26 +126,25 @@ func TestTwoReplicasRunOneTurnPerSession(t *testing.T) {
 	// turn lasts 2 s, so the others are claimed while it runs even on a slow
 	// database (make test-citus on a loaded machine).
 	var wg sync.WaitGroup
-	codes := make([]int, 6)
-	for i := range codes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			codes[i] = replicas[i%2].do("POST", "/sessions/"+sid+"/turns", user(slowWords(50, 40))).StatusCode
-		}()
+	apis := []*aapclient.Client{replicas[0].api(), replicas[1].api()}
+	req := turnRequest(t, user(slowWords(50, 40)))
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = apis[i%2].SendTurn(context.Background(), sid, req) })
 	}
 	wg.Wait()
 	ok, conflict := 0, 0
-	for _, code := range codes {
-		switch code {
-		case http.StatusOK:
+	for _, err := range errs {
+		var e *aapclient.Error
+		switch {
+		case err == nil:
 			ok++
-		case http.StatusConflict:
+		case errors.As(err, &e) && e.Status == http.StatusConflict:
 			conflict++
 		}
 	}
-	if ok != 1 || conflict != len(codes)-1 {
-		t.Errorf("codes = %v: want exactly one 200 and the rest 409", codes)
+	if ok != 1 || conflict != len(errs)-1 {
+		t.Errorf("answers = %v: want exactly one 200 and the rest 409", errs)
 	}
 }
 
@@ -167,6 +164,7 @@ func TestTwoReplicasLoseAndDoubleNothingUnderLoad(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, sessions*turns*2)
+	apis := []*aapclient.Client{replicas[0].api(), replicas[1].api()}
 	for s, sid := range ids {
 		wg.Add(1)
 		go func() {
@@ -178,21 +176,21 @@ func TestTwoReplicasLoseAndDoubleNothingUnderLoad(t *testing.T) {
 				text := fmt.Sprintf("s%d m%d", s, i)
 				first := rng.IntN(2)
 				var inner sync.WaitGroup
-				bodies := make([]string, 2)
+				answers := make([]*aapclient.TurnResult, 2)
+				req := aap.TurnRequest{Messages: []aap.Message{aap.UserMessage(text)}}
 				for k := range 2 {
-					inner.Add(1)
-					go func() {
-						defer inner.Done()
-						r := replicas[(first+k)%2].do("POST", "/sessions/"+sid+"/turns", user(text), "Idempotency-Key", text)
-						if r.StatusCode != http.StatusOK {
-							errs <- fmt.Errorf("%s via replica %d: %d %s", text, (first+k)%2, r.StatusCode, r.body)
+					inner.Go(func() {
+						res, err := apis[(first+k)%2].SendTurn(context.Background(), sid, req, aapclient.WithIdempotencyKey(text))
+						if err != nil {
+							errs <- fmt.Errorf("%s via replica %d: %w", text, (first+k)%2, err)
+							res = &aapclient.TurnResult{}
 						}
-						bodies[k] = string(r.body)
-					}()
+						answers[k] = res
+					})
 				}
 				inner.Wait()
-				if bodies[0] != bodies[1] {
-					errs <- fmt.Errorf("%s: the two replicas answered differently:\n%s\n%s", text, bodies[0], bodies[1])
+				if !reflect.DeepEqual(answers[0].TurnResponse, answers[1].TurnResponse) || answers[0].TurnID != answers[1].TurnID {
+					errs <- fmt.Errorf("%s: the two replicas answered differently:\n%+v\n%+v", text, answers[0], answers[1])
 				}
 			}
 		}()

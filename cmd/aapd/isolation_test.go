@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/store"
 )
 
@@ -18,9 +18,9 @@ import (
 type isolatedSession struct {
 	name      string
 	id        string
-	info      string // GET /sessions/:id body
-	full      string // full history body
-	compacted string // compacted history body
+	info      aapclient.Session // GET /sessions/:id
+	full      []aap.Message
+	compacted []aap.Message
 	stored    store.Session
 }
 
@@ -37,9 +37,9 @@ func snapshot(t *testing.T, s *testServer, c *client, tenantID, name, id string)
 	return isolatedSession{
 		name:      name,
 		id:        id,
-		info:      string(c.do("GET", "/sessions/"+id, nil).expect(t, http.StatusOK).body),
-		full:      string(c.do("GET", "/sessions/"+id+"/history?type=full", nil).expect(t, http.StatusOK).body),
-		compacted: string(c.do("GET", "/sessions/"+id+"/history?type=compacted", nil).expect(t, http.StatusOK).body),
+		info:      c.getSession(id),
+		full:      c.history(id, aap.HistoryFull),
+		compacted: c.history(id, aap.HistoryCompacted),
 		stored:    stored,
 	}
 }
@@ -116,7 +116,7 @@ func TestTenantIsolation(t *testing.T) {
 	if len(before[clientPending].stored.Pending) != 1 || len(before[serverPending].stored.Pending) != 1 {
 		t.Fatalf("pending calls not recorded: %+v / %+v", before[clientPending].stored.Pending, before[serverPending].stored.Pending)
 	}
-	listA := string(a.do("GET", "/sessions", nil).expect(t, http.StatusOK).body)
+	listA := a.listSessions(aapclient.ListOptions{})
 
 	userTurn := func(mode string) map[string]any {
 		m := map[string]any{"messages": []any{map[string]any{"role": "user", "content": "/options"}}}
@@ -157,6 +157,8 @@ func TestTenantIsolation(t *testing.T) {
 	}
 
 	unknown := store.NewSessionID()
+	// Raw requests: B's 404s are compared whole, headers included, with
+	// an unknown id's.
 	t.Run("B sees 404s", func(t *testing.T) {
 		for _, in := range intrusions {
 			t.Run(in.name, func(t *testing.T) {
@@ -178,6 +180,7 @@ func TestTenantIsolation(t *testing.T) {
 	})
 
 	t.Run("B lists nothing", func(t *testing.T) {
+		// Raw: the empty list's exact members.
 		r := b.as(t).do("GET", "/sessions", nil).expect(t, http.StatusOK)
 		var raw map[string]json.RawMessage
 		r.json(t, &raw)
@@ -188,14 +191,11 @@ func TestTenantIsolation(t *testing.T) {
 			t.Errorf("B's empty list has next: %s", r.body)
 		}
 		// Nor with a cursor of A's (which encodes one of A's ids).
-		var page aap.SessionList
-		a.as(t).do("GET", "/sessions?limit=1", nil).expect(t, http.StatusOK).json(t, &page)
+		page := a.as(t).listSessions(aapclient.ListOptions{Limit: 1})
 		if page.Next == "" {
 			t.Fatalf("A's first page of one has no next: %+v", page)
 		}
-		r = b.as(t).do("GET", "/sessions?limit=100&after="+page.Next, nil).expect(t, http.StatusOK)
-		var list aap.SessionList
-		r.json(t, &list)
+		list := b.as(t).listSessions(aapclient.ListOptions{Limit: 100, After: page.Next})
 		if len(list.Sessions) != 0 {
 			t.Errorf("B paging with A's cursor sees %+v", list.Sessions)
 		}
@@ -203,30 +203,29 @@ func TestTenantIsolation(t *testing.T) {
 
 	t.Run("B's own sessions stay B's", func(t *testing.T) {
 		bs := b.as(t).echoSession(nil)
-		var list aap.SessionList
-		b.as(t).do("GET", "/sessions", nil).expect(t, http.StatusOK).json(t, &list)
-		if len(list.Sessions) != 1 || list.Sessions[0].SessionID != bs {
+		if list := b.as(t).listSessions(aapclient.ListOptions{}); len(list.Sessions) != 1 || list.Sessions[0].SessionID != bs {
 			t.Errorf("B's list = %+v, want only %s", list.Sessions, bs)
 		}
-		a.as(t).do("GET", "/sessions/"+bs, nil).expect(t, http.StatusNotFound)
-		b.as(t).do("DELETE", "/sessions/"+bs, nil).expect(t, http.StatusNoContent)
+		_, err := a.as(t).api().GetSession(t.Context(), bs)
+		refusal(t, err, http.StatusNotFound, "not-found")
+		b.as(t).deleteSession(bs)
 	})
 
 	// Nothing of A's changed.
 	for id, was := range before {
 		now := snapshot(t, s, a, tenantA.ID, was.name, id)
-		if now.info != was.info {
-			t.Errorf("%s: session changed:\n%s\nwas\n%s", was.name, now.info, was.info)
+		if !reflect.DeepEqual(now.info, was.info) {
+			t.Errorf("%s: session changed:\n%+v\nwas\n%+v", was.name, now.info, was.info)
 		}
-		if now.full != was.full || now.compacted != was.compacted {
-			t.Errorf("%s: history changed:\nfull %s\nwas  %s\ncompacted %s\nwas       %s", was.name, now.full, was.full, now.compacted, was.compacted)
+		if !reflect.DeepEqual(now.full, was.full) || !reflect.DeepEqual(now.compacted, was.compacted) {
+			t.Errorf("%s: history changed:\nfull %+v\nwas  %+v\ncompacted %+v\nwas       %+v", was.name, now.full, was.full, now.compacted, was.compacted)
 		}
 		if !reflect.DeepEqual(now.stored, was.stored) {
 			t.Errorf("%s: stored session changed:\n%+v\nwas\n%+v", was.name, now.stored, was.stored)
 		}
 	}
-	if got := string(a.do("GET", "/sessions", nil).expect(t, http.StatusOK).body); got != listA {
-		t.Errorf("A's list changed:\n%s\nwas\n%s", got, listA)
+	if got := a.listSessions(aapclient.ListOptions{}); !reflect.DeepEqual(got, listA) {
+		t.Errorf("A's list changed:\n%+v\nwas\n%+v", got, listA)
 	}
 	if got := before[withSecret].stored.SecretOptions["token"]; got != "hunter2" {
 		t.Errorf("A's secret = %q", got)
@@ -257,17 +256,13 @@ func TestTenantIsolationWhileATurnRuns(t *testing.T) {
 	sid := a.echoSession(nil)
 	unknown := store.NewSessionID()
 
-	res := a.openStream(sid, streamUser("delta", "/slow 25\n/words 40"))
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("stream: status %d", res.StatusCode)
-	}
-	rd := bufio.NewReader(res.Body)
-	head := readEvents(t, rd, 2) // turn_start and a first delta: the turn runs
-	if got := eventTypes(head); !reflect.DeepEqual(got, []string{"turn_start", "text_delta"}) {
+	st := a.openTurn(sid, streamUser("delta", "/slow 25\n/words 40"))
+	head := st.read(2) // turn_start and a first delta: the turn runs
+	if got := types(head); !reflect.DeepEqual(got, []string{"turn_start", "text_delta"}) {
 		t.Fatalf("first events = %v", got)
 	}
 
+	// Raw requests: B's 404s are compared whole with an unknown id's.
 	for _, in := range []intrusion{
 		{"delete", "DELETE", "/sessions/{id}", nil},
 		{"user turn", "POST", "/sessions/{id}/turns", user("stop")},
@@ -282,13 +277,14 @@ func TestTenantIsolationWhileATurnRuns(t *testing.T) {
 		}
 	}
 	// The turn was still running after B's attempts: A itself gets 409.
-	checkProblem(t, a.do("POST", "/sessions/"+sid+"/turns", user("too soon")), http.StatusConflict, "turn-running")
+	_, err := a.api().SendTurn(t.Context(), sid, turnRequest(t, user("too soon")))
+	refusal(t, err, http.StatusConflict, "turn-running")
 
-	rest := readEvents(t, rd, -1)
+	rest := st.read(-1)
 	events := append(head, rest...)
 	var text string
-	for _, e := range events {
-		if ev := e.parse(t); ev.Type == aap.EventTextDelta {
+	for _, ev := range events {
+		if ev.Type == aap.EventTextDelta {
 			text += ev.Delta
 		}
 	}
@@ -299,7 +295,7 @@ func TestTenantIsolationWhileATurnRuns(t *testing.T) {
 	if want := "Echo: " + strings.Join(words, " "); text != want {
 		t.Errorf("A's answer = %q, want %q", text, want)
 	}
-	if last := events[len(events)-1].parse(t); last.Type != aap.EventTurnStop || last.StopReason != aap.StopEndTurn {
+	if last := events[len(events)-1]; last.Type != aap.EventTurnStop || last.StopReason != aap.StopEndTurn {
 		t.Errorf("A's turn ended with %+v", last)
 	}
 	h := a.history(sid, aap.HistoryFull)

@@ -9,7 +9,7 @@ import (
 
 // API keys are remembered by each process so that a request costs no
 // round trip to authenticate; a revocation must still take effect at once
-// on every replica.
+// on every replica. (Raw requests: a credential refused is the wire.)
 func TestRevokedKeyIsRefusedAtOnceByEveryReplica(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")

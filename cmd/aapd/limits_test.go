@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/store/storetest"
 )
@@ -25,7 +24,7 @@ type slowTurn struct {
 	c      *client
 	sid    string
 	turnID string
-	res    *http.Response
+	stream *turnStream
 }
 
 // startSlowTurn opens a streaming turn of the echo agent that would take
@@ -33,25 +32,32 @@ type slowTurn struct {
 func (c *client) startSlowTurn() *slowTurn {
 	c.t.Helper()
 	sid := c.echoSession(nil)
-	res := c.openStream(sid, streamUser("delta", slowWords(3000, 50)))
-	if res.StatusCode != http.StatusOK {
-		res.Body.Close()
-		c.t.Fatalf("slow turn: status %d", res.StatusCode)
-	}
-	st := &slowTurn{c: c, sid: sid, turnID: res.Header.Get(httpapi.TurnIDHeader), res: res}
+	stream := c.openTurn(sid, streamUser("delta", slowWords(3000, 50)))
+	st := &slowTurn{c: c, sid: sid, turnID: stream.TurnID(), stream: stream}
 	c.t.Cleanup(st.stop)
 	return st
 }
 
 // stop cancels the turn and waits for its end.
 func (st *slowTurn) stop() {
-	if st.res == nil {
+	if st.stream == nil {
 		return
 	}
-	st.c.do("POST", "/sessions/"+st.sid+"/turns/"+st.turnID+"/cancel", nil)
-	st.res.Body.Close()
-	st.res = nil
+	_, _, _ = st.c.api().CancelTurn(context.Background(), st.sid, st.turnID) // waitTurn judges
+	st.stream.close()
+	st.stream = nil
 	st.c.waitTurn(st.sid, st.turnID)
+}
+
+// turnRefusal sends a turn through aapclient and asserts it is refused
+// with the status, the problem type and, with retry, a Retry-After (the
+// OpenAPI check holds it to whole seconds ≥ 1).
+func (c *client) turnRefusal(t *testing.T, sid string, status int, slug string, retry bool) {
+	t.Helper()
+	_, err := c.as(t).api().SendTurn(t.Context(), sid, turnRequest(t, user("one more")))
+	if e := refusal(t, err, status, slug); retry && e.RetryAfter < time.Second {
+		t.Errorf("%s %s: Retry-After %s, want whole seconds ≥ 1", e.Method, e.Path, e.RetryAfter)
+	}
 }
 
 // checkRetryAfter asserts a whole number of seconds of at least one.
@@ -72,21 +78,16 @@ func TestFairShareOfBusyWorkers(t *testing.T) {
 	for range workers {
 		a.startSlowTurn()
 	}
-	busy := a.do("POST", "/sessions/"+a.echoSession(nil)+"/turns", user("one more"))
-	if busy.expect(t, http.StatusServiceUnavailable).problem(t)["type"] != problemType("overloaded") {
-		t.Errorf("a lone tenant over the pool: %s, want the overloaded problem", busy.body)
-	}
+	a.turnRefusal(t, a.echoSession(nil), http.StatusServiceUnavailable, "overloaded", false) // a lone tenant over the pool
 
 	b.startSlowTurn() // below its share of 2: admitted beyond the pool
 	if got := b.say(b.echoSession(nil), "hello").Messages[0].Content.PlainText(); got != "Echo: hello" {
 		t.Fatalf("B's turn answered %q", got)
 	}
-	over := a.do("POST", "/sessions/"+a.echoSession(nil)+"/turns", user("one more"))
-	checkProblem(t, over, http.StatusTooManyRequests, "fair-share")
-	checkRetryAfter(t, over)
+	a.turnRefusal(t, a.echoSession(nil), http.StatusTooManyRequests, "fair-share", true)
 	// B at its share of 2 (one slow turn running, one more now): refused too.
 	bs := b.startSlowTurn()
-	checkProblem(t, b.do("POST", "/sessions/"+b.echoSession(nil)+"/turns", user("third")), http.StatusTooManyRequests, "fair-share")
+	b.turnRefusal(t, b.echoSession(nil), http.StatusTooManyRequests, "fair-share", false)
 	bs.stop()
 }
 
@@ -100,21 +101,21 @@ func TestMaxRunningTurns(t *testing.T) {
 	a, b := s.newTenant(t), s.newTenant(t)
 	running := a.startSlowTurn()
 	sid := a.echoSession(nil)
-	r := a.do("POST", "/sessions/"+sid+"/turns", user("second"))
-	checkProblem(t, r, http.StatusTooManyRequests, "running-turns-limit")
-	checkRetryAfter(t, r)
+	a.turnRefusal(t, sid, http.StatusTooManyRequests, "running-turns-limit", true)
 	b.say(b.echoSession(nil), "mine is free")
 
 	running.stop()
+	api := a.api()
 	waitFor(t, "A's turn to be admitted again", 10*time.Second, func() bool {
-		return a.do("POST", "/sessions/"+sid+"/turns", user("now")).StatusCode == http.StatusOK
+		_, err := api.SendTurn(t.Context(), sid, turnRequest(t, user("now")))
+		return err == nil
 	})
 }
 
 // A burst over the rate gets 429 with Retry-After and the RateLimit
 // headers, which successful requests carry too; another tenant's budget is
 // untouched; a second key of the tenant shares its budget and is held to
-// its own share of it.
+// its own share of it. (Raw: the RateLimit headers are the wire.)
 func TestRateLimit(t *testing.T) {
 	s := startServer(t, func(c *Config) {
 		c.DatabaseURL = storetest.NewDatabase(t)
@@ -148,7 +149,8 @@ func TestRateLimit(t *testing.T) {
 }
 
 // A change of a tenant's limits applies at once, without a restart: the
-// notification reaches the server long before its cache's TTL.
+// notification reaches the server long before its cache's TTL. (Raw: the
+// RateLimit headers are the wire.)
 func TestLimitChangeAppliesWithoutRestart(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.DatabaseURL = storetest.NewDatabase(t) })
 	a, tn := s.newTenantWithID(t)

@@ -16,6 +16,8 @@ import (
 	"github.com/aapd/aapd/store/storetest"
 )
 
+// Raw requests in this file: the X-Request-Id header is what is under test.
+
 // lockedBuffer collects log lines written from many goroutines.
 type lockedBuffer struct {
 	mu  sync.Mutex

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
-
-	"github.com/aapd/aapd/aap"
 )
 
 // An MCP server (stdio, built here) gives an agent its tools, end to end:
@@ -34,8 +32,7 @@ func TestMCPServerToolsEndToEnd(t *testing.T) {
 	}
 	s := startServer(t, func(c *Config) { c.AgentsFile = cfg })
 	c := s.newTenant(t)
-	var meta aap.Meta
-	c.do("GET", "/meta", nil).expect(t, 200).json(t, &meta)
+	meta := c.meta()
 	var names []string
 	for _, tl := range meta.Agents[0].Tools {
 		names = append(names, tl.Name)
@@ -46,11 +43,11 @@ func TestMCPServerToolsEndToEnd(t *testing.T) {
 
 	sid := c.createSession(map[string]any{"agent": map[string]any{"name": "tooled",
 		"tools": []any{map[string]any{"name": "m_add", "trust": true}, map[string]any{"name": "m_fail"}}}})
-	_, events := c.stream(sid, streamUser("message", `/tool m_add {"a":40,"b":2}`))
-	if got := eventTypes(events); !reflect.DeepEqual(got, []string{"turn_start", "tool_call", "tool_result", "text", "turn_stop"}) {
+	_, events := c.streamTurn(sid, streamUser("message", `/tool m_add {"a":40,"b":2}`))
+	if got := types(events); !reflect.DeepEqual(got, []string{"turn_start", "tool_call", "tool_result", "text", "turn_stop"}) {
 		t.Fatalf("events = %v", got)
 	}
-	if r := events[2].parse(t); r.Content.PlainText() != "42" {
+	if r := events[2]; r.Content.PlainText() != "42" {
 		t.Errorf("tool_result = %+v", r)
 	}
 	// The untrusted one asks first; its failure reaches the model as an error.

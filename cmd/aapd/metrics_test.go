@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/aapd/aapd/aap"
-	"github.com/aapd/aapd/httpapi"
+	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/store/storetest"
 )
@@ -136,20 +136,20 @@ func TestMetricsFamiliesMove(t *testing.T) {
 	// A manual compaction that compacts.
 	long := c.echoSession(nil)
 	chatter(c, long, 6) // over the target, under the threshold: compacted only when asked
-	var compacted httpapi.CompactResponse
-	if c.do("POST", "/sessions/"+long+"/compact", nil).expect(t, http.StatusOK).json(t, &compacted); !compacted.Compacted {
+	if compacted := c.compact(long); !compacted.Compacted {
 		t.Fatalf("manual compaction: %+v", compacted)
 	}
 
 	// A stream open, and a second turn on its session: 409.
 	slow := c.startSlowTurn()
 	during := readMetrics(t, s.base)
-	checkProblem(t, c.do("POST", "/sessions/"+slow.sid+"/turns", user("me too")), http.StatusConflict, "turn-running")
+	c.turnRefusal(t, slow.sid, http.StatusConflict, "turn-running", true)
 	slow.stop()
 	// A stream whose client leaves.
 	goneSID := c.echoSession(nil)
-	gone := c.openStream(goneSID, streamUser("delta", slowWords(3000, 50)))
-	gone.Body.Close()
+	gone := c.openTurn(goneSID, streamUser("delta", slowWords(3000, 50)))
+	goneTurn := gone.TurnID()
+	gone.close()
 
 	// A tenant over its rate: 429.
 	b, bt := s.newTenantWithID(t)
@@ -163,8 +163,7 @@ func TestMetricsFamiliesMove(t *testing.T) {
 		after = readMetrics(t, s.base)
 		return after.sum("aapd_http_client_disconnects_total") > 0
 	})
-	goneTurn := gone.Header.Get(httpapi.TurnIDHeader)
-	c.do("POST", "/sessions/"+goneSID+"/turns/"+goneTurn+"/cancel", nil)
+	_, _, _ = c.api().CancelTurn(t.Context(), goneSID, goneTurn) // waitTurn judges
 	c.waitTurn(goneSID, goneTurn)
 
 	moved := []struct {
@@ -230,23 +229,18 @@ func TestMetricsFamiliesMove(t *testing.T) {
 	})
 }
 
-// rateLimited sends requests as c until one is refused with 429. It sends
-// them bare, not through client.do: the OpenAPI document on this branch
-// does not list 429 yet (branch oapi2 does), and what is checked here is
-// the metric, not the document.
+// rateLimited lists sessions as c through aapclient (which does not retry
+// here) until a request is refused with 429.
 func rateLimited(t *testing.T, c *client) {
 	t.Helper()
+	api := c.api()
 	for range 100 {
-		req, _ := http.NewRequest("GET", c.base+"/sessions", nil)
-		req.Header.Set("Authorization", "Bearer "+c.key)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		_, err := api.ListSessions(t.Context(), aapclient.ListOptions{})
+		if err == nil {
+			continue
 		}
-		res.Body.Close()
-		if res.StatusCode == http.StatusTooManyRequests {
-			return
-		}
+		refusal(t, err, http.StatusTooManyRequests, "rate-limited")
+		return
 	}
 	t.Fatal("100 requests in a row passed a limit of one per second")
 }

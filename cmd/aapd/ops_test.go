@@ -10,6 +10,8 @@ import (
 	"testing"
 )
 
+// Raw requests: the operations routes are no AAP calls, and X-Request-Id is
+// the wire.
 func TestOperationalEndpoints(t *testing.T) {
 	s := startServer(t)
 	anon := &client{t: t, base: s.base}

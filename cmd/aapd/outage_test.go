@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/store/storetest"
 )
@@ -119,23 +120,23 @@ func TestDatabaseOutageIs503ThenServesAgainWithoutRestart(t *testing.T) {
 	c.say(sid, "before")
 
 	pg.stop()
-	for _, req := range []struct{ method, path string }{
-		{"GET", "/sessions"},
-		{"GET", "/sessions/" + sid},
-		{"POST", "/sessions/" + sid + "/turns"},
-		{"GET", "/readyz"},
+	api := c.api()
+	for _, call := range []func() error{
+		func() error { _, err := api.ListSessions(t.Context(), aapclient.ListOptions{}); return err },
+		func() error { _, err := api.GetSession(t.Context(), sid); return err },
+		func() error { _, err := api.SendTurn(t.Context(), sid, turnRequest(t, user("during"))); return err },
 	} {
-		var body any
-		if req.method == "POST" {
-			body = user("during")
+		if e := refusal(t, call(), http.StatusServiceUnavailable, "unavailable"); e.RetryAfter <= 0 {
+			t.Errorf("%s %s: 503 without Retry-After", e.Method, e.Path)
 		}
-		r := c.do(req.method, req.path, body).expect(t, http.StatusServiceUnavailable)
-		if r.Header.Get("Retry-After") == "" {
-			t.Errorf("%s %s: 503 without Retry-After", req.method, req.path)
-		}
-		if p := r.problem(t); p["type"] != "https://aapd.dev/problems/unavailable" {
-			t.Errorf("%s %s: problem %v", req.method, req.path, p)
-		}
+	}
+	// Raw: the operations routes are no AAP calls.
+	r := c.do("GET", "/readyz", nil).expect(t, http.StatusServiceUnavailable)
+	if r.Header.Get("Retry-After") == "" {
+		t.Errorf("GET /readyz: 503 without Retry-After")
+	}
+	if p := r.problem(t); p["type"] != "https://aapd.dev/problems/unavailable" {
+		t.Errorf("GET /readyz: problem %v", p)
 	}
 	c.do("GET", "/healthz", nil).expect(t, http.StatusOK)
 
@@ -148,14 +149,9 @@ func TestDatabaseOutageIs503ThenServesAgainWithoutRestart(t *testing.T) {
 		r.Body.Close()
 		return r.StatusCode == http.StatusOK
 	})
-	var resp aap.TurnResponse
 	waitFor(t, "turns to be served again", 30*time.Second, func() bool {
-		r := c.do("POST", "/sessions/"+sid+"/turns", user("after"))
-		if r.StatusCode != http.StatusOK {
-			return false
-		}
-		r.json(t, &resp)
-		return true
+		_, err := api.SendTurn(t.Context(), sid, turnRequest(t, user("after")))
+		return err == nil
 	})
 	var texts []string
 	for _, m := range c.history(sid, aap.HistoryFull) {

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/auth/authtest"
 	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/store"
@@ -29,10 +29,9 @@ func newOwnedTenant(t *testing.T, s *testServer) ownedTenant {
 	return ownedTenant{key: key, user1: as("user1"), user2: as("user2")}
 }
 
-func sessionIDs(t *testing.T, c *client, query string) []string {
+func sessionIDs(t *testing.T, c *client, owner string) []string {
 	t.Helper()
-	var list httpapi.SessionList
-	c.do("GET", "/sessions"+query, nil).expect(t, http.StatusOK).json(t, &list)
+	list := c.as(t).listSessions(aapclient.ListOptions{Owner: owner})
 	ids := make([]string, len(list.Sessions))
 	for i, s := range list.Sessions {
 		ids[i] = s.SessionID
@@ -47,8 +46,7 @@ func TestEndUsersSeeOnlyTheirOwnSessions(t *testing.T) {
 	s1 := tn.user1.echoSession(nil)
 	tn.user1.say(s1, "mine")
 	s2 := tn.user2.echoSession(nil)
-	r := tn.user2.do("POST", "/sessions/"+s2+"/turns", user("secret of user2")).expect(t, http.StatusOK)
-	turn2 := r.Header.Get(httpapi.TurnIDHeader)
+	turn2 := tn.user2.sendTurn(s2, user("secret of user2")).TurnID
 	keys := tn.key.echoSession(nil)
 	unknown, unknownTurn := store.NewSessionID(), store.NewTurnID()
 
@@ -69,6 +67,7 @@ func TestEndUsersSeeOnlyTheirOwnSessions(t *testing.T) {
 	path := func(in intrusion, sid, turn string) string {
 		return strings.NewReplacer("{id}", sid, "{turn}", turn).Replace(in.path)
 	}
+	// Raw requests: user1's 404s are compared whole with an unknown id's.
 	for _, in := range intrusions {
 		t.Run("user1 gets 404 on user2's session: "+in.name, func(t *testing.T) {
 			u1 := tn.user1.as(t)
@@ -89,42 +88,48 @@ func TestEndUsersSeeOnlyTheirOwnSessions(t *testing.T) {
 	if h := tn.user2.history(s2, aap.HistoryFull); len(h) != 2 {
 		t.Errorf("user2's history = %+v", h)
 	}
-	tn.user2.do("GET", "/sessions/"+s2+"/turns/"+turn2, nil).expect(t, http.StatusOK)
+	if info := tn.user2.turnInfo(s2, turn2); info.Status != aapclient.TurnCompleted {
+		t.Errorf("user2's turn = %+v", info)
+	}
 
 	// Listings: each user their own; the key all, or one owner's.
 	if got := sessionIDs(t, tn.user1, ""); !reflect.DeepEqual(got, []string{s1}) {
 		t.Errorf("user1 lists %v, want [%s]", got, s1)
 	}
-	if got := sessionIDs(t, tn.user1, "?owner=user2"); len(got) != 0 {
+	if got := sessionIDs(t, tn.user1, "user2"); len(got) != 0 {
 		t.Errorf("user1 asking for user2's sessions lists %v, want none", got)
 	}
-	if got := sessionIDs(t, tn.user1, "?owner=user1"); !reflect.DeepEqual(got, []string{s1}) {
+	if got := sessionIDs(t, tn.user1, "user1"); !reflect.DeepEqual(got, []string{s1}) {
 		t.Errorf("user1 asking for their own lists %v", got)
 	}
 	if got := sessionIDs(t, tn.key, ""); !reflect.DeepEqual(got, []string{keys, s2, s1}) {
 		t.Errorf("the key lists %v, want [%s %s %s]", got, keys, s2, s1)
 	}
-	if got := sessionIDs(t, tn.key, "?owner=user2"); !reflect.DeepEqual(got, []string{s2}) {
+	if got := sessionIDs(t, tn.key, "user2"); !reflect.DeepEqual(got, []string{s2}) {
 		t.Errorf("the key's ?owner=user2 lists %v, want [%s]", got, s2)
 	}
+	// Raw: an empty owner, which aapclient never sends.
 	checkProblem(t, tn.key.do("GET", "/sessions?owner=", nil), http.StatusBadRequest, "invalid-request")
 
-	// The owner is in the session's record; a key's session has none.
-	var rec map[string]json.RawMessage
-	tn.key.do("GET", "/sessions/"+s2, nil).expect(t, http.StatusOK).json(t, &rec)
-	if string(rec["owner"]) != `"user2"` {
-		t.Errorf("owner of user2's session = %s", rec["owner"])
+	// The owner is in the session's record; a key's session has none (the
+	// OpenAPI check refuses an empty one).
+	if rec := tn.key.getSession(s2); rec.Owner != "user2" {
+		t.Errorf("owner of user2's session = %q", rec.Owner)
 	}
-	rec = nil
-	tn.key.do("GET", "/sessions/"+keys, nil).expect(t, http.StatusOK).json(t, &rec)
-	if _, ok := rec["owner"]; ok {
-		t.Errorf("the key's session has an owner: %s", rec["owner"])
+	if rec := tn.key.getSession(keys); rec.Owner != "" {
+		t.Errorf("the key's session has an owner: %q", rec.Owner)
+	}
+	for _, rec := range tn.key.listSessions(aapclient.ListOptions{}).Sessions {
+		if want := map[string]string{s1: "user1", s2: "user2"}[rec.SessionID]; rec.Owner != want {
+			t.Errorf("listed %s with owner %q, want %q", rec.SessionID, rec.Owner, want)
+		}
 	}
 
 	// The key reaches every session; user2 deletes their own.
 	tn.key.say(s2, "from the backend")
-	tn.user2.do("DELETE", "/sessions/"+s2, nil).expect(t, http.StatusNoContent)
-	tn.key.do("GET", "/sessions/"+s2, nil).expect(t, http.StatusNotFound)
+	tn.user2.deleteSession(s2)
+	_, err := tn.key.api().GetSession(t.Context(), s2)
+	refusal(t, err, http.StatusNotFound, "not-found")
 }
 
 func TestIdempotencyKeysNeverHandOneOwnerAnothersSession(t *testing.T) {
@@ -132,6 +137,8 @@ func TestIdempotencyKeysNeverHandOneOwnerAnothersSession(t *testing.T) {
 	s := startParallelServer(t)
 	tn := newOwnedTenant(t, s)
 	body := map[string]any{"agent": map[string]any{"name": "echo"}}
+	// Raw: the Idempotent-Replayed header of a create, which aapclient
+	// does not report.
 	create := func(c *client) (string, bool) {
 		var out aap.CreateSessionResponse
 		r := c.do("POST", "/sessions", body, "Idempotency-Key", "same-key").expect(t, http.StatusCreated)

@@ -2,19 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"reflect"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/store"
 )
@@ -26,13 +26,21 @@ type page struct {
 	hasNext bool
 }
 
-// listPage gets one page of sessions.
-func (c *client) listPage(t *testing.T, query string) page {
+// listPage gets one page of sessions through aapclient. (The OpenAPI check
+// holds the body to the document: sessions an array, never null.
+// decodePage checks the members' presence on the wire.)
+func (c *client) listPage(t *testing.T, opts aapclient.ListOptions) page {
 	t.Helper()
-	r := c.as(t).do("GET", "/sessions"+query, nil).expect(t, http.StatusOK)
-	return decodePage(t, r.body)
+	list := c.as(t).listSessions(opts)
+	p := page{next: list.Next, hasNext: list.Next != ""}
+	for _, s := range list.Sessions {
+		p.ids = append(p.ids, s.SessionID)
+	}
+	return p
 }
 
+// decodePage reads a raw GET /sessions body, telling an absent "next" from
+// an empty one.
 func decodePage(t *testing.T, body []byte) page {
 	t.Helper()
 	var raw map[string]json.RawMessage
@@ -88,7 +96,7 @@ func TestListSessionsNewestFirst(t *testing.T) {
 		for range 6 {
 			created = append(created, c.echoSession(nil))
 		}
-		all := c.listPage(t, "")
+		all := c.listPage(t, aapclient.ListOptions{})
 		if !reflect.DeepEqual(all.ids, reversed(created)) {
 			t.Errorf("list = %v, want newest first %v", all.ids, reversed(created))
 		}
@@ -96,16 +104,20 @@ func TestListSessionsNewestFirst(t *testing.T) {
 			t.Errorf("a list that fits one page has next %q", all.next)
 		}
 		// Pages of 3 over 6 sessions: the second page is full and the last.
-		p1 := c.listPage(t, "?limit=3")
+		p1 := c.listPage(t, aapclient.ListOptions{Limit: 3})
 		if !p1.hasNext || !reflect.DeepEqual(p1.ids, reversed(created)[:3]) {
 			t.Fatalf("page 1 = %+v", p1)
 		}
-		p2 := c.listPage(t, "?limit=3&after="+p1.next)
+		// Raw: on the wire, a page with more after it has a non-empty next.
+		if raw := decodePage(t, c.do("GET", "/sessions?limit=3", nil).expect(t, http.StatusOK).body); !reflect.DeepEqual(raw, p1) {
+			t.Errorf("raw page 1 = %+v, through the client %+v", raw, p1)
+		}
+		p2 := c.listPage(t, aapclient.ListOptions{Limit: 3, After: p1.next})
 		if p2.hasNext || !reflect.DeepEqual(p2.ids, reversed(created)[3:]) {
 			t.Errorf("page 2 = %+v, want %v and no next", p2, reversed(created)[3:])
 		}
 		// A cursor stays valid: asking again gives the same page.
-		if again := c.listPage(t, "?limit=3&after="+p1.next); !reflect.DeepEqual(again, p2) {
+		if again := c.listPage(t, aapclient.ListOptions{Limit: 3, After: p1.next}); !reflect.DeepEqual(again, p2) {
 			t.Errorf("the same cursor gave %+v, then %+v", p2, again)
 		}
 		// Newest first is descending session id order (ids are time-ordered).
@@ -113,9 +125,9 @@ func TestListSessionsNewestFirst(t *testing.T) {
 			t.Errorf("ids are not descending: %v", all.ids)
 		}
 		// The newest session after a delete and a create.
-		c.do("DELETE", "/sessions/"+created[5], nil).expect(t, http.StatusNoContent)
+		c.deleteSession(created[5])
 		newest := c.echoSession(nil)
-		if got := c.listPage(t, "?limit=2"); !reflect.DeepEqual(got.ids, []string{newest, created[4]}) {
+		if got := c.listPage(t, aapclient.ListOptions{Limit: 2}); !reflect.DeepEqual(got.ids, []string{newest, created[4]}) {
 			t.Errorf("after delete+create: %v", got.ids)
 		}
 	})
@@ -123,6 +135,7 @@ func TestListSessionsNewestFirst(t *testing.T) {
 	t.Run("empty", func(t *testing.T) {
 		t.Parallel()
 		c := s.newTenant(t)
+		// Raw: the exact body of an empty list.
 		r := c.do("GET", "/sessions", nil).expect(t, http.StatusOK)
 		if got := string(bytes.TrimSpace(r.body)); got != `{"sessions":[]}` {
 			t.Errorf("empty list = %s", got)
@@ -138,28 +151,29 @@ func TestListSessionsNewestFirst(t *testing.T) {
 		total := httpapi.MaxPageLimit + 5
 		want := reversed(createSessions(t, s, tn.ID, total))
 
-		def := c.listPage(t, "")
+		def := c.listPage(t, aapclient.ListOptions{})
 		if len(def.ids) != httpapi.DefaultPageLimit || !def.hasNext {
 			t.Errorf("default page: %d sessions, next %v; want %d and next", len(def.ids), def.hasNext, httpapi.DefaultPageLimit)
 		}
 		if !reflect.DeepEqual(def.ids, want[:len(def.ids)]) {
 			t.Errorf("default page is not the newest sessions")
 		}
-		full := c.listPage(t, "?limit="+strconv.Itoa(httpapi.MaxPageLimit))
+		full := c.listPage(t, aapclient.ListOptions{Limit: httpapi.MaxPageLimit})
 		if len(full.ids) != httpapi.MaxPageLimit || !full.hasNext || !reflect.DeepEqual(full.ids, want[:httpapi.MaxPageLimit]) {
 			t.Errorf("max page: %d sessions, next %v", len(full.ids), full.hasNext)
 		}
-		rest := c.listPage(t, "?limit="+strconv.Itoa(httpapi.MaxPageLimit)+"&after="+full.next)
+		rest := c.listPage(t, aapclient.ListOptions{Limit: httpapi.MaxPageLimit, After: full.next})
 		if rest.hasNext || !reflect.DeepEqual(rest.ids, want[httpapi.MaxPageLimit:]) {
 			t.Errorf("last page: %+v, want %v and no next", rest, want[httpapi.MaxPageLimit:])
 		}
 		// The default limit also applies to later pages.
-		p2 := c.listPage(t, "?after="+def.next)
+		p2 := c.listPage(t, aapclient.ListOptions{After: def.next})
 		if !reflect.DeepEqual(p2.ids, want[httpapi.DefaultPageLimit:2*httpapi.DefaultPageLimit]) {
 			t.Errorf("second default page = %d sessions", len(p2.ids))
 		}
-		checkProblem(t, c.do("GET", "/sessions?limit="+strconv.Itoa(httpapi.MaxPageLimit+1), nil), http.StatusBadRequest, "invalid-request")
-		one := c.listPage(t, "?limit=1")
+		_, err := c.api().ListSessions(t.Context(), aapclient.ListOptions{Limit: httpapi.MaxPageLimit + 1})
+		refusal(t, err, http.StatusBadRequest, "invalid-request")
+		one := c.listPage(t, aapclient.ListOptions{Limit: 1})
 		if len(one.ids) != 1 || one.ids[0] != want[0] || !one.hasNext {
 			t.Errorf("limit=1: %+v", one)
 		}
@@ -203,36 +217,12 @@ func (ch *churn) deletedNow() map[string]bool {
 	return out
 }
 
-// rawDo is client.do for goroutines: it reports errors instead of failing
-// the test.
-func rawDo(c *client, method, path string, body any) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, c.base+path, rd)
+// create makes a session. Like remove, it is called from goroutines: it
+// records errors instead of failing the test.
+func (ch *churn) create(api *aapclient.Client) string {
+	out, err := api.CreateSession(context.Background(), aap.CreateSessionRequest{Agent: aap.AgentConfig{Name: "echo"}})
 	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	return res.StatusCode, b, err
-}
-
-func (ch *churn) create(c *client) string {
-	status, body, err := rawDo(c, "POST", "/sessions", map[string]any{"agent": map[string]any{"name": "echo"}})
-	var out aap.CreateSessionResponse
-	if err != nil || status != http.StatusCreated || json.Unmarshal(body, &out) != nil {
-		ch.fail("create: %d %s %v", status, body, err)
+		ch.fail("create: %v", err)
 		return ""
 	}
 	ch.mu.Lock()
@@ -242,7 +232,7 @@ func (ch *churn) create(c *client) string {
 }
 
 // remove deletes a session unless someone already did.
-func (ch *churn) remove(c *client, id string) {
+func (ch *churn) remove(api *aapclient.Client, id string) {
 	ch.mu.Lock()
 	if ch.deleting[id] {
 		ch.mu.Unlock()
@@ -250,9 +240,8 @@ func (ch *churn) remove(c *client, id string) {
 	}
 	ch.deleting[id] = true
 	ch.mu.Unlock()
-	status, body, err := rawDo(c, "DELETE", "/sessions/"+id, nil)
-	if err != nil || status != http.StatusNoContent {
-		ch.fail("delete %s: %d %s %v", id, status, body, err)
+	if err := api.DeleteSession(context.Background(), id); err != nil {
+		ch.fail("delete %s: %v", id, err)
 		return
 	}
 	ch.mu.Lock()
@@ -270,6 +259,7 @@ func TestListSessionsPaginationUnderConcurrentCreateAndDelete(t *testing.T) {
 		isInitial[id] = true
 	}
 	ch := &churn{created: map[string]bool{}, deleting: map[string]bool{}, deleted: map[string]bool{}}
+	api := c.api()
 
 	// Goroutines create and delete while the listing goes on: new sessions,
 	// initial ones not yet listed, and each other's.
@@ -288,14 +278,14 @@ func TestListSessionsPaginationUnderConcurrentCreateAndDelete(t *testing.T) {
 				time.Sleep(time.Duration(rng.IntN(4)) * time.Millisecond)
 				switch rng.IntN(8) {
 				case 0, 1, 2:
-					if id := ch.create(c); id != "" {
+					if id := ch.create(api); id != "" {
 						mine = append(mine, id)
 					}
 				case 3:
-					ch.remove(c, initial[rng.IntN(len(initial))])
+					ch.remove(api, initial[rng.IntN(len(initial))])
 				default:
 					if len(mine) > 0 {
-						ch.remove(c, mine[0])
+						ch.remove(api, mine[0])
 						mine = mine[1:]
 					}
 				}
@@ -314,12 +304,8 @@ func TestListSessionsPaginationUnderConcurrentCreateAndDelete(t *testing.T) {
 		if n > 200 {
 			t.Fatalf("listing does not end: %d pages", n)
 		}
-		q := "?limit=" + strconv.Itoa(limits[n%len(limits)])
-		if after != "" {
-			q += "&after=" + after
-		}
 		goneBefore := ch.deletedNow()
-		p := c.listPage(t, q)
+		p := c.listPage(t, aapclient.ListOptions{Limit: limits[n%len(limits)], After: after})
 		if len(p.ids) > limits[n%len(limits)] {
 			t.Errorf("page %d has %d sessions, limit %d", n, len(p.ids), limits[n%len(limits)])
 		}
@@ -349,12 +335,12 @@ func TestListSessionsPaginationUnderConcurrentCreateAndDelete(t *testing.T) {
 		// one already listed, and create one.
 		for i := range initial {
 			if id := initial[i]; seen[id] == 0 && !ch.isDeleting(id) {
-				ch.remove(c, id)
+				ch.remove(api, id)
 				break
 			}
 		}
-		ch.remove(c, p.ids[0])
-		ch.create(c)
+		ch.remove(api, p.ids[0])
+		ch.create(api)
 	}
 	close(stop)
 	wg.Wait()
@@ -400,15 +386,11 @@ func TestListSessionsPaginationUnderConcurrentCreateAndDelete(t *testing.T) {
 		delete(want, id)
 	}
 	got := map[string]bool{}
-	for q := "?limit=100"; ; {
-		p := c.listPage(t, q)
-		for _, id := range p.ids {
-			got[id] = true
+	for s, err := range api.Sessions(t.Context(), aapclient.ListOptions{Limit: 100}) {
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !p.hasNext {
-			break
-		}
-		q = "?limit=100&after=" + p.next
+		got[s.SessionID] = true
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("final list has %d sessions, want the %d left", len(got), len(want))

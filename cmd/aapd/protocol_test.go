@@ -5,12 +5,12 @@ import (
 	"io"
 	"net/http"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/store/storetest"
 )
@@ -20,8 +20,7 @@ import (
 func TestMetaReturnsVersion3AndTheEchoAgent(t *testing.T) {
 	s := startServer(t)
 	anon := &client{t: t, base: s.base}
-	var meta aap.Meta
-	anon.do("GET", "/meta", nil).expect(t, http.StatusOK).json(t, &meta)
+	meta := anon.meta()
 	if meta.Version != 3 {
 		t.Errorf("version = %d, want 3", meta.Version)
 	}
@@ -52,13 +51,20 @@ func TestMetaReturnsVersion3AndTheEchoAgent(t *testing.T) {
 func TestMetaRequiresAuthWhenConfigured(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.MetaRequiresAuth = true })
 	anon := &client{t: t, base: s.base}
+	// Raw: the challenge header of the 401 is what is under test.
 	r := anon.do("GET", "/meta", nil).expect(t, http.StatusUnauthorized)
 	if !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Bearer") {
 		t.Errorf("WWW-Authenticate = %q", r.Header.Get("WWW-Authenticate"))
 	}
-	s.newTenant(t).do("GET", "/meta", nil).expect(t, http.StatusOK)
+	_, err := anon.api().Meta(t.Context())
+	refusal(t, err, http.StatusUnauthorized, "unauthorized")
+	if meta := s.newTenant(t).meta(); meta.Version != 3 {
+		t.Errorf("meta with a key: %+v", meta)
+	}
 }
 
+// Raw requests: the credential headers and the 401's challenge are the
+// wire itself.
 func TestAuthRejectsMissingMalformedUnknownAndRevokedKeys(t *testing.T) {
 	s := startServer(t)
 	c := s.newTenant(t)
@@ -114,6 +120,7 @@ func TestSessionLifecycle(t *testing.T) {
 	body := `{"agent":{"name":"echo","tools":[{"name":"clock","trust":true}],"options":{"style":"shout"}},
 		"messages":[{"role":"system","content":"Be brief."}],
 		"tools":[{"name":"get_weather","description":"Weather","parameters":{"type":"object","properties":{"location":{"type":"string"}}}}]}`
+	// Raw: the Location header of the 201 is the wire.
 	r := c.do("POST", "/sessions", body).expect(t, http.StatusCreated)
 	var created aap.CreateSessionResponse
 	r.json(t, &created)
@@ -121,8 +128,9 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Errorf("Location = %q", r.Header.Get("Location"))
 	}
 
-	var got map[string]any
-	c.do("GET", "/sessions/"+created.SessionID, nil).expect(t, http.StatusOK).json(t, &got)
+	// The record as the client read it, every member it knows written back
+	// (the OpenAPI check refuses a member the document does not name).
+	got := jsonMap(t, c.getSession(created.SessionID))
 	want := map[string]any{
 		"sessionId": created.SessionID,
 		"agent": map[string]any{
@@ -137,8 +145,7 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Errorf("GET session =\n%v\nwant\n%v", got, want)
 	}
 
-	var list aap.SessionList
-	c.do("GET", "/sessions", nil).expect(t, http.StatusOK).json(t, &list)
+	list := c.listSessions(aapclient.ListOptions{})
 	if len(list.Sessions) != 1 || list.Sessions[0].SessionID != created.SessionID || list.Next != "" {
 		t.Errorf("list = %+v", list)
 	}
@@ -146,11 +153,15 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Errorf("seeded history = %+v", h)
 	}
 
-	c.do("DELETE", "/sessions/"+created.SessionID, nil).expect(t, http.StatusNoContent)
-	c.do("GET", "/sessions/"+created.SessionID, nil).expect(t, http.StatusNotFound).problem(t)
-	c.do("DELETE", "/sessions/"+created.SessionID, nil).expect(t, http.StatusNotFound)
-	c.do("GET", "/sessions/"+created.SessionID+"/history?type=full", nil).expect(t, http.StatusNotFound)
-	c.do("POST", "/sessions/"+created.SessionID+"/turns", user("hi")).expect(t, http.StatusNotFound)
+	c.deleteSession(created.SessionID)
+	api := c.api()
+	_, err := api.GetSession(t.Context(), created.SessionID)
+	refusal(t, err, http.StatusNotFound, "not-found")
+	refusal(t, api.DeleteSession(t.Context(), created.SessionID), http.StatusNotFound, "not-found")
+	_, err = api.History(t.Context(), created.SessionID, aap.HistoryFull)
+	refusal(t, err, http.StatusNotFound, "not-found")
+	_, err = api.SendTurn(t.Context(), created.SessionID, turnRequest(t, user("hi")))
+	refusal(t, err, http.StatusNotFound, "not-found")
 }
 
 func TestSecretOptionsAreRedactedOnEveryRead(t *testing.T) {
@@ -158,13 +169,11 @@ func TestSecretOptionsAreRedactedOnEveryRead(t *testing.T) {
 	c := s.newTenant(t)
 	sid := c.createSession(map[string]any{"agent": map[string]any{"name": "echo", "options": map[string]string{"token": "hunter2", "prefix": "> "}}})
 
-	var info aap.SessionInfo
-	c.do("GET", "/sessions/"+sid, nil).expect(t, http.StatusOK).json(t, &info)
+	info := c.getSession(sid)
 	if info.Agent.Options["token"] != "***" || info.Agent.Options["prefix"] != "> " {
 		t.Errorf("GET options = %v", info.Agent.Options)
 	}
-	var list aap.SessionList
-	c.do("GET", "/sessions", nil).expect(t, http.StatusOK).json(t, &list)
+	list := c.listSessions(aapclient.ListOptions{})
 	if list.Sessions[0].Agent.Options["token"] != "***" {
 		t.Errorf("list options = %v", list.Sessions[0].Agent.Options)
 	}
@@ -174,7 +183,7 @@ func TestSecretOptionsAreRedactedOnEveryRead(t *testing.T) {
 	}
 	// Overriding a secret in a turn keeps it secret.
 	c.turn(sid, map[string]any{"agent": map[string]any{"options": map[string]string{"token": "other"}}, "messages": []any{map[string]any{"role": "user", "content": "hi"}}})
-	c.do("GET", "/sessions/"+sid, nil).expect(t, http.StatusOK).json(t, &info)
+	info = c.getSession(sid)
 	if info.Agent.Options["token"] != "***" {
 		t.Errorf("after override: %v", info.Agent.Options)
 	}
@@ -190,6 +199,7 @@ func TestStreamNoneReturnsJSON(t *testing.T) {
 	s := startServer(t)
 	c := s.newTenant(t)
 	sid := c.echoSession(nil)
+	// Raw: the exact Content-Type and JSON of a stream "none" answer.
 	r := c.do("POST", "/sessions/"+sid+"/turns", user("/think hmm\nhello")).expect(t, http.StatusOK)
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type = %q", ct)
@@ -216,20 +226,18 @@ func TestStreamDeltaSendsDeltasBetweenTurnStartAndTurnStop(t *testing.T) {
 	s := startServer(t)
 	c := s.newTenant(t)
 	sid := c.echoSession(nil)
-	res, events := c.stream(sid, streamUser("delta", "/think let me see\nhello there world"))
-	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
-		t.Errorf("Content-Type = %q", ct)
-	}
-	types := eventTypes(events)
+	// (The stream's exact Content-Type is checked on the wire by
+	// TestStreamsSendKeepAliveCommentsWhileIdle.)
+	_, events := c.streamTurn(sid, streamUser("delta", "/think let me see\nhello there world"))
+	types := types(events)
 	if types[0] != "turn_start" || types[len(types)-1] != "turn_stop" {
 		t.Fatalf("events = %v", types)
 	}
 	var text, thinking string
-	for i, e := range events {
-		if e.ID != strconv.Itoa(i+1) {
-			t.Errorf("event %d has id %q", i, e.ID)
+	for i, ev := range events {
+		if ev.ID != i+1 {
+			t.Errorf("event %d has id %d", i, ev.ID)
 		}
-		ev := e.parse(t)
 		switch ev.Type {
 		case aap.EventTextDelta:
 			text += ev.Delta
@@ -245,7 +253,7 @@ func TestStreamDeltaSendsDeltasBetweenTurnStartAndTurnStop(t *testing.T) {
 	if n := strings.Count(strings.Join(types, ","), "text_delta"); n < 3 {
 		t.Errorf("text came in %d deltas, want several", n)
 	}
-	if last := events[len(events)-1].parse(t); last.StopReason != aap.StopEndTurn {
+	if last := events[len(events)-1]; last.StopReason != aap.StopEndTurn {
 		t.Errorf("stop = %q", last.StopReason)
 	}
 }
@@ -254,32 +262,34 @@ func TestStreamMessageSendsWholeMessages(t *testing.T) {
 	s := startServer(t)
 	c := s.newTenant(t)
 	sid := c.echoSession(nil)
-	_, events := c.stream(sid, streamUser("message", "/think let me see\nhello there"))
+	_, events := c.streamTurn(sid, streamUser("message", "/think let me see\nhello there"))
 	want := []string{"turn_start", "thinking", "text", "turn_stop"}
-	if got := eventTypes(events); !reflect.DeepEqual(got, want) {
+	if got := types(events); !reflect.DeepEqual(got, want) {
 		t.Fatalf("events = %v, want %v", got, want)
 	}
-	if e := events[2].parse(t); e.Text != "Echo: hello there" {
+	if e := events[1]; e.Thinking != "let me see" {
+		t.Errorf("thinking = %q", e.Thinking)
+	}
+	if e := events[2]; e.Text != "Echo: hello there" {
 		t.Errorf("text = %q", e.Text)
 	}
-	if events[0].Data != "{}" {
-		t.Errorf("turn_start data = %q", events[0].Data)
-	}
+	// (turn_start's data, {}, is checked on the wire by
+	// TestStreamsSendKeepAliveCommentsWhileIdle.)
 }
 
 func TestClientToolStopsWithToolUse(t *testing.T) {
 	s := startServer(t)
 	c := s.newTenant(t)
 	sid := c.echoSession(nil, "get_weather")
-	_, events := c.stream(sid, streamUser("message", `/tool get_weather {"location":"Tokyo"}`))
-	if got := eventTypes(events); !reflect.DeepEqual(got, []string{"turn_start", "tool_call", "turn_stop"}) {
+	_, events := c.streamTurn(sid, streamUser("message", `/tool get_weather {"location":"Tokyo"}`))
+	if got := types(events); !reflect.DeepEqual(got, []string{"turn_start", "tool_call", "turn_stop"}) {
 		t.Fatalf("events = %v", got)
 	}
-	call := events[1].parse(t)
+	call := events[1]
 	if call.Name != "get_weather" || string(call.Input) != `{"location":"Tokyo"}` {
 		t.Errorf("tool_call = %+v", call)
 	}
-	if stop := events[2].parse(t); stop.StopReason != aap.StopToolUse {
+	if stop := events[2]; stop.StopReason != aap.StopToolUse {
 		t.Errorf("stop = %s", stop.StopReason)
 	}
 	resp := c.turn(sid, map[string]any{"messages": []any{map[string]any{"role": "tool", "toolCallId": call.ToolCallID, "content": "18°C, partly cloudy"}}})
@@ -299,15 +309,15 @@ func TestTrustedServerToolRunsInline(t *testing.T) {
 	s := startServer(t)
 	c := s.newTenant(t)
 	sid := c.echoSession([]aap.ServerToolRef{{Name: "calculator", Trust: true}})
-	_, events := c.stream(sid, streamUser("message", `/tool calculator {"expression":"6*7"}`))
+	_, events := c.streamTurn(sid, streamUser("message", `/tool calculator {"expression":"6*7"}`))
 	want := []string{"turn_start", "tool_call", "tool_result", "text", "turn_stop"}
-	if got := eventTypes(events); !reflect.DeepEqual(got, want) {
+	if got := types(events); !reflect.DeepEqual(got, want) {
 		t.Fatalf("events = %v, want %v", got, want)
 	}
-	if r := events[2].parse(t); r.Content.PlainText() != "42" || r.ToolCallID != events[1].parse(t).ToolCallID {
+	if r := events[2]; r.Content.PlainText() != "42" || r.ToolCallID != events[1].ToolCallID {
 		t.Errorf("tool_result = %+v", r)
 	}
-	if stop := events[4].parse(t); stop.StopReason != aap.StopEndTurn {
+	if stop := events[4]; stop.StopReason != aap.StopEndTurn {
 		t.Errorf("stop = %s", stop.StopReason)
 	}
 	// stream none returns the whole exchange.
@@ -330,13 +340,13 @@ func TestUntrustedServerToolAsksPermission(t *testing.T) {
 		t.Fatalf("stop = %s", first.StopReason)
 	}
 	id := toolCalls(first.Messages)[0].ToolCallID
-	_, events := c.stream(sid, map[string]any{"stream": "delta", "messages": []any{
+	_, events := c.streamTurn(sid, map[string]any{"stream": "delta", "messages": []any{
 		map[string]any{"role": "tool_permission", "toolCallId": id, "granted": true}}})
-	types := eventTypes(events)
+	types := types(events)
 	if types[0] != "turn_start" || types[1] != "tool_result" || types[len(types)-1] != "turn_stop" {
 		t.Fatalf("events = %v", types)
 	}
-	if r := events[1].parse(t); r.ToolCallID != id || r.Content.PlainText() != "1024" {
+	if r := events[1]; r.ToolCallID != id || r.Content.PlainText() != "1024" {
 		t.Errorf("tool_result = %+v", r)
 	}
 	for _, m := range c.history(sid, aap.HistoryFull) {
@@ -398,21 +408,20 @@ func TestParallelToolCallsResolveTogether(t *testing.T) {
 	s := startServer(t)
 	c := s.newTenant(t)
 	sid := c.echoSession([]aap.ServerToolRef{{Name: "clock", Trust: true}, {Name: "calculator"}}, "client_a", "client_b")
-	_, events := c.stream(sid, streamUser("message", "/tool client_a {}\n/tool client_b {\"x\":1}\n/tool clock {}\n/tool calculator {\"expression\":\"1+2\"}"))
+	_, events := c.streamTurn(sid, streamUser("message", "/tool client_a {}\n/tool client_b {\"x\":1}\n/tool clock {}\n/tool calculator {\"expression\":\"1+2\"}"))
 	want := []string{"turn_start", "tool_call", "tool_call", "tool_call", "tool_call", "tool_result", "turn_stop"}
-	if got := eventTypes(events); !reflect.DeepEqual(got, want) {
+	if got := types(events); !reflect.DeepEqual(got, want) {
 		t.Fatalf("events = %v, want %v", got, want)
 	}
 	ids := map[string]string{}
-	for _, e := range events[1:5] {
-		ev := e.parse(t)
+	for _, ev := range events[1:5] {
 		ids[ev.Name] = ev.ToolCallID
 	}
 	// Answering only some of them is refused, naming what is missing.
-	r := c.do("POST", "/sessions/"+sid+"/turns", map[string]any{"messages": []any{
-		map[string]any{"role": "tool", "toolCallId": ids["client_a"], "content": "A"}}}).expect(t, http.StatusBadRequest)
-	if !strings.Contains(string(r.body), ids["client_b"]) || !strings.Contains(string(r.body), ids["calculator"]) {
-		t.Errorf("problem does not name the unanswered calls: %s", r.body)
+	_, err := c.api().SendTurn(t.Context(), sid, turnRequest(t, map[string]any{"messages": []any{
+		map[string]any{"role": "tool", "toolCallId": ids["client_a"], "content": "A"}}}))
+	if e := refusal(t, err, http.StatusBadRequest, ""); !strings.Contains(e.Detail, ids["client_b"]) || !strings.Contains(e.Detail, ids["calculator"]) {
+		t.Errorf("problem does not name the unanswered calls: %s", e)
 	}
 	resp := c.turn(sid, map[string]any{"messages": []any{
 		map[string]any{"role": "tool", "toolCallId": ids["client_b"], "content": "B"},
@@ -448,9 +457,9 @@ func TestToolResultNamingUnknownOrDuplicateCallIsRejected(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := c.do("POST", "/sessions/"+sid+"/turns", map[string]any{"messages": tc.msgs}).expect(t, http.StatusBadRequest)
-			if p := r.problem(t); !strings.Contains(p["detail"].(string), tc.want) {
-				t.Errorf("detail %q does not name %s", p["detail"], tc.want)
+			_, err := c.as(t).api().SendTurn(t.Context(), sid, turnRequest(t, map[string]any{"messages": tc.msgs}))
+			if e := refusal(t, err, http.StatusBadRequest, ""); !strings.Contains(e.Detail, tc.want) {
+				t.Errorf("detail %q does not name %s", e.Detail, tc.want)
 			}
 		})
 	}
@@ -495,8 +504,7 @@ func TestOverridesPersistForTheSession(t *testing.T) {
 		"tools":    []any{map[string]any{"name": "lookup", "description": "d", "parameters": map[string]any{"type": "object"}}},
 		"messages": []any{map[string]any{"role": "user", "content": "hi"}},
 	})
-	var info aap.SessionInfo
-	c.do("GET", "/sessions/"+sid, nil).expect(t, http.StatusOK).json(t, &info)
+	info := c.getSession(sid)
 	if !reflect.DeepEqual(info.Agent.Options, map[string]string{"prefix": "A: ", "style": "shout"}) {
 		t.Errorf("options = %v (want merged by key)", info.Agent.Options)
 	}
@@ -506,8 +514,8 @@ func TestOverridesPersistForTheSession(t *testing.T) {
 	if got := c.say(sid, "again").Messages[0].Content.PlainText(); got != "A: AGAIN" {
 		t.Errorf("later turn answered %q", got)
 	}
-	r := c.do("POST", "/sessions/"+sid+"/turns", map[string]any{"agent": map[string]any{"name": "other"}, "messages": []any{map[string]any{"role": "user", "content": "x"}}})
-	r.expect(t, http.StatusBadRequest)
+	_, err := c.api().SendTurn(t.Context(), sid, turnRequest(t, map[string]any{"agent": map[string]any{"name": "other"}, "messages": []any{map[string]any{"role": "user", "content": "x"}}}))
+	refusal(t, err, http.StatusBadRequest, "")
 }
 
 func TestHistoryTypesAndOrder(t *testing.T) {
@@ -528,6 +536,8 @@ func TestHistoryTypesAndOrder(t *testing.T) {
 			t.Errorf("%s history = %v", typ, got)
 		}
 	}
+	// Raw: the body's shape and the refusal of a missing or unknown type
+	// are the wire.
 	raw := c.do("GET", "/sessions/"+sid+"/history?type=full", nil).expect(t, http.StatusOK)
 	var shape map[string]map[string]json.RawMessage
 	raw.json(t, &shape)
@@ -538,6 +548,7 @@ func TestHistoryTypesAndOrder(t *testing.T) {
 	c.do("GET", "/sessions/"+sid+"/history?type=partial", nil).expect(t, http.StatusBadRequest).problem(t)
 }
 
+// Raw requests: CORS is headers on the wire.
 func TestCORSAllowsBrowserApplications(t *testing.T) {
 	s := startServer(t)
 	c := s.newTenant(t)
@@ -565,9 +576,7 @@ func TestCORSAllowsBrowserApplications(t *testing.T) {
 func TestPlaygroundStyleSessionIsAccepted(t *testing.T) {
 	s := startServer(t)
 	c := s.newTenant(t)
-	var meta aap.Meta
-	c.do("GET", "/meta", nil).expect(t, http.StatusOK).json(t, &meta)
-	agent := meta.Agents[0]
+	agent := c.meta().Agents[0]
 	opts := map[string]string{}
 	for _, o := range agent.Options {
 		opts[o.Name] = o.Default
@@ -577,9 +586,9 @@ func TestPlaygroundStyleSessionIsAccepted(t *testing.T) {
 		refs = append(refs, aap.ServerToolRef{Name: tl.Name, Trust: false})
 	}
 	sid := c.createSession(map[string]any{"agent": map[string]any{"name": agent.Name, "tools": refs, "options": opts}})
-	_, events := c.stream(sid, streamUser("delta", "hello"))
-	if events[len(events)-1].parse(t).StopReason != aap.StopEndTurn {
-		t.Errorf("events = %v", eventTypes(events))
+	_, events := c.streamTurn(sid, streamUser("delta", "hello"))
+	if events[len(events)-1].StopReason != aap.StopEndTurn {
+		t.Errorf("events = %v", types(events))
 	}
 	// Sending only the options that changed, as the playground does.
 	resp := c.turn(sid, map[string]any{"agent": map[string]any{"options": map[string]string{"style": "shout"}},
@@ -589,15 +598,23 @@ func TestPlaygroundStyleSessionIsAccepted(t *testing.T) {
 	}
 }
 
+// A raw stream: its bytes (comments, the Content-Type, each event's lines)
+// are what is under test.
 func TestStreamsSendKeepAliveCommentsWhileIdle(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.KeepAlive = 100 * time.Millisecond })
 	c := s.newTenant(t)
 	sid := c.echoSession(nil)
 	res := c.openStream(sid, streamUser("delta", slowWords(2, 450)))
 	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Errorf("Content-Type = %q", ct)
+	}
 	body, err := io.ReadAll(res.Body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(string(body), "id: 1\nevent: turn_start\ndata: {}\n\n") {
+		t.Errorf("turn_start is not event 1 with data {}: %q", body)
 	}
 	if n := strings.Count(string(body), "\n: keep-alive\n"); n < 2 {
 		t.Errorf("%d keep-alive comments in %s", n, body)

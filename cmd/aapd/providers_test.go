@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/aapd/aapd/aap"
-	"github.com/aapd/aapd/httpapi"
 )
 
 // Whole AAP turns through the real OpenAI and Anthropic SDK code paths,
@@ -154,9 +153,8 @@ func TestOpenAIModelThroughWholeTurns(t *testing.T) {
 	sid := c.createSession(map[string]any{"agent": map[string]any{"name": "bot",
 		"tools": []any{map[string]any{"name": "calculator", "trust": true}}, "options": map[string]string{"model": "model-b", "api_key": "session-key"}}})
 
-	r := c.do("POST", "/sessions/"+sid+"/turns", user("hi")).expect(t, http.StatusOK)
-	var resp aap.TurnResponse
-	r.json(t, &resp)
+	r := c.sendTurn(sid, user("hi"))
+	resp := r.TurnResponse
 	if resp.StopReason != aap.StopEndTurn || len(resp.Messages) != 1 {
 		t.Fatalf("none: %+v", resp)
 	}
@@ -171,27 +169,25 @@ func TestOpenAIModelThroughWholeTurns(t *testing.T) {
 	if msgs := body["messages"].([]any); msgs[0].(map[string]any)["content"] != "Be brief." || msgs[1].(map[string]any)["content"] != "hi" {
 		t.Errorf("messages sent: %v", msgs)
 	}
-	if info := c.turnInfo(sid, r.Header.Get(httpapi.TurnIDHeader)); info.Usage.InputTokens != 31 || info.Usage.OutputTokens != 4 {
+	if info := c.turnInfo(sid, r.TurnID); info.Usage.InputTokens != 31 || info.Usage.OutputTokens != 4 {
 		t.Errorf("usage stored: %+v", info.Usage)
 	}
 
-	_, events := c.stream(sid, streamUser("delta", "what is 6*7?"))
-	var types []string
+	_, events := c.streamTurn(sid, streamUser("delta", "what is 6*7?"))
 	text := ""
 	for _, e := range events {
-		types = append(types, e.Event)
-		if e.Event == "text_delta" {
-			text += e.parse(t).Delta
+		if e.Type == aap.EventTextDelta {
+			text += e.Delta
 		}
 	}
 	want := "turn_start,tool_call,tool_result,text_delta,text_delta,turn_stop"
-	if strings.Join(types, ",") != want || text != "It is 42." {
-		t.Errorf("delta events %v (text %q), want %s", types, text, want)
+	if got := strings.Join(types(events), ","); got != want || text != "It is 42." {
+		t.Errorf("delta events %v (text %q), want %s", got, text, want)
 	}
-	if call := events[1].parse(t); call.Name != "calculator" || string(call.Input) != `{"expression":"6*7"}` {
+	if call := events[1]; call.Name != "calculator" || string(call.Input) != `{"expression":"6*7"}` {
 		t.Errorf("tool_call = %+v", call)
 	}
-	if res := events[2].parse(t); res.Content.PlainText() != "42" {
+	if res := events[2]; res.Content.PlainText() != "42" {
 		t.Errorf("tool_result = %+v", res)
 	}
 	body, _ = fake.request(2)
@@ -203,8 +199,8 @@ func TestOpenAIModelThroughWholeTurns(t *testing.T) {
 		t.Errorf("tool result sent back as %v", last)
 	}
 
-	_, events = c.stream(sid, streamUser("message", "go on"))
-	if got := strings.Join(eventTypes(events), ","); got != "turn_start,text,turn_stop" || events[2].parse(t).StopReason != aap.StopMaxTokens {
+	_, events = c.streamTurn(sid, streamUser("message", "go on"))
+	if got := strings.Join(types(events), ","); got != "turn_start,text,turn_stop" || events[2].StopReason != aap.StopMaxTokens {
 		t.Errorf("message events %s", got)
 	}
 }
@@ -230,8 +226,8 @@ func TestAnthropicModelThroughWholeTurns(t *testing.T) {
 	c := s.newTenant(t)
 	sid := c.createSession(map[string]any{"agent": map[string]any{"name": "bot"}})
 
-	_, events := c.stream(sid, streamUser("delta", "salut"))
-	if got := strings.Join(eventTypes(events), ","); got != "turn_start,thinking_delta,thinking_delta,text_delta,text_delta,turn_stop" {
+	_, events := c.streamTurn(sid, streamUser("delta", "salut"))
+	if got := strings.Join(types(events), ","); got != "turn_start,thinking_delta,thinking_delta,text_delta,text_delta,turn_stop" {
 		t.Errorf("delta events %s", got)
 	}
 	body, head := fake.request(0)
@@ -256,10 +252,10 @@ func TestAnthropicModelThroughWholeTurns(t *testing.T) {
 		}
 	}
 
-	_, events = c.stream(sid, streamUser("message", "again"))
-	last := events[len(events)-1].parse(t)
+	_, events = c.streamTurn(sid, streamUser("message", "again"))
+	last := events[len(events)-1]
 	if last.StopReason != aap.StopError {
-		t.Errorf("an error mid-stream ended with %v", eventTypes(events))
+		t.Errorf("an error mid-stream ended with %v", types(events))
 	}
 	h := c.history(sid, aap.HistoryFull)
 	if got := h[len(h)-1]; got.Role != aap.RoleAssistant || got.Content.PlainText() != "Par" {

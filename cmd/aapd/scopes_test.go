@@ -8,7 +8,9 @@ import (
 	"github.com/aapd/aapd/auth/authtest"
 )
 
-// expectInsufficientScope checks a 403 naming the missing scope.
+// expectInsufficientScope checks a 403 naming the missing scope. The tests
+// of this file make raw requests: the scope challenge (WWW-Authenticate)
+// is the wire itself.
 func expectInsufficientScope(t *testing.T, r response, scope string) {
 	t.Helper()
 	checkProblem(t, r, http.StatusForbidden, "insufficient-scope")

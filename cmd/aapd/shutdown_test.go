@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/aapd/aapd/aap"
-	"github.com/aapd/aapd/httpapi"
 )
 
 // Defect 8: shutdown was held for 37–40 s by streams that never ended. On
@@ -23,12 +22,11 @@ func TestShutdownFailsReadinessAtOnceEndsFollowersThenDrains(t *testing.T) {
 	a := startProc(t, dbURL, "--shutdown-delay", "1s", "--drain-timeout", "2s")
 	c := &client{t: t, base: a.base, key: key}
 	sid := c.echoSession(nil)
-	turn := c.openStream(sid, streamUser("delta", slowWords(400, 50)))
-	defer turn.Body.Close()
-	turnID := turn.Header.Get(httpapi.TurnIDHeader)
-	turnEvents := bufio.NewReader(turn.Body)
-	readEvents(t, turnEvents, 2)
+	turn := c.openTurn(sid, streamUser("delta", slowWords(400, 50)))
+	turnID := turn.TurnID()
+	turn.read(2)
 
+	// Raw: the follower is cut where it is, which aapclient would resume.
 	follower, err := http.NewRequest("GET", a.base+"/sessions/"+sid+"/turns/"+turnID+"/events", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -46,6 +44,7 @@ func TestShutdownFailsReadinessAtOnceEndsFollowersThenDrains(t *testing.T) {
 	sigterm := time.Now()
 	a.signal(syscall.SIGTERM)
 	time.Sleep(100 * time.Millisecond)
+	// Raw: the operations routes are no AAP calls.
 	c.do("GET", "/readyz", nil).expect(t, http.StatusServiceUnavailable)
 	c.do("GET", "/healthz", nil).expect(t, http.StatusOK) // still serving during the delay
 
@@ -63,9 +62,9 @@ func TestShutdownFailsReadinessAtOnceEndsFollowersThenDrains(t *testing.T) {
 	}
 	// The turn itself runs on until the drain timeout, then ends with
 	// turn_stop "error".
-	rest := readEvents(t, turnEvents, -1)
-	if last := rest[len(rest)-1]; last.Event != "turn_stop" || last.parse(t).StopReason != aap.StopError {
-		t.Errorf("the running turn's stream ended with %v", eventTypes(rest))
+	rest := turn.read(-1)
+	if last := rest[len(rest)-1]; last.Type != aap.EventTurnStop || last.StopReason != aap.StopError {
+		t.Errorf("the running turn's stream ended with %v", types(rest))
 	}
 	if code := a.exitCode(15 * time.Second); code != 0 {
 		t.Errorf("exit code %d", code)

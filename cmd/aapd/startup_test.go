@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -76,9 +75,8 @@ func startReplicasTogether(t *testing.T) {
 	sid := c.createSession(map[string]any{"agent": map[string]any{"name": "echo", "options": map[string]string{"token": "s3cret"}}})
 	for i, m := range started[1:] {
 		other := &client{t: t, base: "http://" + m.Addr(), key: c.key}
-		r := other.do("GET", "/sessions/"+sid, nil)
-		if r.StatusCode != http.StatusOK {
-			t.Errorf("replica %d cannot read the session: %d %s", i+1, r.StatusCode, r.body)
+		if _, err := other.api().GetSession(t.Context(), sid); err != nil {
+			t.Errorf("replica %d cannot read the session: %v", i+1, err)
 		}
 	}
 }

@@ -15,7 +15,8 @@ import (
 )
 
 // expectInvalidToken checks a refused token: 401 problem+json with a
-// Bearer invalid_token challenge, never a 500.
+// Bearer invalid_token challenge, never a 500. The tests of this file make
+// raw requests: credentials and their challenges are the wire itself.
 func expectInvalidToken(t *testing.T, r response, why string) {
 	t.Helper()
 	if r.StatusCode != http.StatusUnauthorized {

@@ -92,7 +92,7 @@ func TestTracingFromEnvironment(t *testing.T) {
 // HTTP server and an OpenAI-compatible model, and checks the tree of spans
 // it leaves: the request in the client's trace, the turn under it and
 // linked to it, a chat span per model call with the GenAI attributes, the
-// tool call, and the turn's SQL.
+// tool call, and the turn's SQL. (Raw: the traceparent header is the wire.)
 func TestTraceOfOneTurn(t *testing.T) {
 	t.Parallel()
 	exporter := tracetest.NewInMemoryExporter()
