@@ -244,3 +244,54 @@ func TestTurnsHeartbeatRenewsHeldClaimsOfEveryTenant(t *testing.T) {
 		}
 	}
 }
+
+// A claim is judged where the instance locks live: a turn whose process
+// holds its instance lock and whose lease runs keeps its session (a second
+// turn is refused), and so does a compaction. On Citus a liveness check
+// inside a query of sessions would run on a worker, which holds no
+// instance lock: the live turn would be taken over (docs/citus.md).
+func TestALiveTurnKeepsItsSessionWhereverTheSessionIsStored(t *testing.T) {
+	st := storetest.Open(t)
+	ctx := context.Background()
+	in, err := st.StartInstance(ctx, store.InstanceParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	tn := storetest.NewTenant(t, st)
+	sess, _, err := st.SessionCreate(ctx, store.SessionCreateParams{TenantID: tn.ID, AgentName: "echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := func(owner int32) (store.TurnBegun, error) {
+		return st.TurnBegin(ctx, store.TurnBeginParams{
+			TenantID: tn.ID, SessionID: sess.ID, TurnID: store.NewTurnID(), Stream: aap.StreamNone, Owner: owner, Lease: time.Minute,
+			Prepare: func(store.Session) (store.TurnPlan, error) {
+				return store.TurnPlan{Messages: []store.NewMessage{{Message: aap.UserMessage("hi"), Origin: store.OriginClient}}}, nil
+			},
+		})
+	}
+	first, err := begin(in.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var running *store.TurnRunningError
+	if _, err := begin(in.ID() + 1); !errors.As(err, &running) || running.TurnID != first.Turn.ID {
+		t.Fatalf("second turn on a live claim: %v; want TurnRunningError for %s", err, first.Turn.ID)
+	}
+	if why, err := st.TurnLooksDead(ctx, first.Turn.Ref()); why != "" || err != nil {
+		t.Errorf("live turn looks dead: %q, %v", why, err)
+	}
+	if done, err := st.TurnInterruptIfDead(ctx, first.Turn.Ref()); done || err != nil {
+		t.Errorf("live turn interrupted: %v, %v", done, err)
+	}
+	if _, err := st.CompactionApply(ctx, store.CompactionApplyParams{TenantID: tn.ID, SessionID: sess.ID}); !errors.As(err, &running) {
+		t.Errorf("compaction during a live turn: %v; want TurnRunningError", err)
+	}
+	// Once its process is gone, the next turn takes the session over.
+	in.Close()
+	next, err := begin(in.ID() + 1)
+	if err != nil || next.Interrupted != first.Turn.ID {
+		t.Errorf("turn after the process died: %+v, %v; want it to take over %s", next, err, first.Turn.ID)
+	}
+}
