@@ -39,6 +39,9 @@ type CreateParams struct {
 // nothing behind — unless it replays an earlier one, or ctx ended: then the
 // turn may already be claimed, and a claimed turn is run.
 func (r *Runner) CreateAndStart(ctx context.Context, p CreateParams) (*Handle, error) {
+	if p.Session.Agent.Name == "" {
+		return nil, &aap.Error{Field: "agent.name", Msg: "required"}
+	}
 	agent, ok := r.cfg.Agents.Get(p.Session.Agent.Name)
 	if !ok {
 		names := r.cfg.Agents.Names()
