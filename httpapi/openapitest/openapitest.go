@@ -87,7 +87,12 @@ func Parse(src []byte) (*Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, branch := range te.OneOf {
+	// AAP v1's PUT /v1/session opens its stream with session_start.
+	start, err := d.schema("SessionStartSSE")
+	if err != nil {
+		return nil, err
+	}
+	for _, branch := range append(te.OneOf, base.CreateSchemaProxy(start)) {
 		s, err := branch.BuildSchema()
 		if err != nil {
 			return nil, fmt.Errorf("openapi: TurnEvent: %w", err)
