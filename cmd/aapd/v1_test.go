@@ -577,3 +577,17 @@ func TestV1RoutesAreRateLimited(t *testing.T) {
 	}
 	t.Fatal("100 requests in a row passed a limit of one a second")
 }
+
+// A browser application may PUT: the CORS preflight of PUT /v1/session is
+// allowed like AAP v3's POSTs.
+func TestV1PutPassesTheCORSPreflight(t *testing.T) {
+	t.Parallel()
+	s := startParallelServer(t)
+	anon := &client{t: t, base: s.base}
+	r := anon.do("OPTIONS", "/v1/session", nil, "Origin", "https://playground.example",
+		"Access-Control-Request-Method", "PUT", "Access-Control-Request-Headers", "authorization, content-type")
+	r.expect(t, http.StatusNoContent)
+	if m := r.Header.Get("Access-Control-Allow-Methods"); !strings.Contains(m, "PUT") {
+		t.Errorf("Access-Control-Allow-Methods = %q, want PUT among them", m)
+	}
+}
