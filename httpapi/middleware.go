@@ -171,7 +171,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		}
 		h.Set("Access-Control-Expose-Headers", "Aapd-Turn-Id, Aapd-Session-Id, Retry-After, Location, X-Request-Id, Idempotent-Replayed, WWW-Authenticate, RateLimit, RateLimit-Policy")
 		if preflight {
-			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
+			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS")
 			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Idempotency-Key, Last-Event-ID, X-Request-Id")
 			h.Set("Access-Control-Max-Age", "600")
 			w.WriteHeader(http.StatusNoContent)

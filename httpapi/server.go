@@ -20,6 +20,7 @@ import (
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/auth"
 	"github.com/aapd/aapd/httpapi/agui"
+	v1 "github.com/aapd/aapd/httpapi/v1"
 	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/quota"
 	"github.com/aapd/aapd/store"
@@ -165,6 +166,9 @@ func (s *Server) routes() http.Handler {
 		meta = s.authenticate(meta)
 	}
 	r.Handle("/meta", meta).Methods(http.MethodGet)
+
+	// AAP v1 under /v1 (httpapi/v1): the same sessions in v1's shapes.
+	v1.New(v1.Config{Host: doorHost{s}, Sessions: s.cfg.Store, Agents: s.cfg.Agents, Runner: s.cfg.Runner}).Register(r)
 
 	// The AAP routes, each with the scope it needs (docs/tenancy.md):
 	// reading, streams followed included, needs sessions:read; anything

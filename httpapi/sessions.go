@@ -117,18 +117,8 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	active, err := s.cfg.Store.SessionDeleteOwned(r.Context(), tenantOf(r), ownerOf(r), id)
-	if err != nil {
+	if err := s.cfg.Runner.DeleteSession(r.Context(), tenantOf(r), ownerOf(r), id); err != nil {
 		return err
-	}
-	if active != "" {
-		// Stop the turn wherever it runs: here at once, elsewhere through
-		// the notification (and, failing that, its next heartbeat).
-		if !s.cfg.Runner.Stop(active) {
-			if err := s.cfg.Store.Notify(r.Context(), store.CancelChannel, active); err != nil {
-				s.log.WarnContext(r.Context(), "notify cancel", "turn", active, "err", err)
-			}
-		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -87,7 +87,12 @@ func Parse(src []byte) (*Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, branch := range te.OneOf {
+	// AAP v1's PUT /v1/session opens its stream with session_start.
+	start, err := d.schema("SessionStartSSE")
+	if err != nil {
+		return nil, err
+	}
+	for _, branch := range append(te.OneOf, base.CreateSchemaProxy(start)) {
 		s, err := branch.BuildSchema()
 		if err != nil {
 			return nil, fmt.Errorf("openapi: TurnEvent: %w", err)
@@ -199,7 +204,9 @@ func (d *Document) CheckSchema(name string, payload []byte) []string {
 }
 
 // CheckEvent validates one Server-Sent Event of a turn stream against the
-// TurnEvent schema: its id and event fields as sent, its data as JSON.
+// TurnEvent schema (session_start, which opens AAP v1's PUT /v1/session
+// streams, against SessionStartSSE): its id and event fields as sent, its
+// data as JSON.
 func (d *Document) CheckEvent(id, event, data string) []string {
 	schema, ok := d.events[event]
 	if !ok {

@@ -1,0 +1,100 @@
+package agents
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/store"
+)
+
+// CreateParams is a new session together with its first turn: what AAP
+// v1's PUT /session asks for in one request, where AAP v3 takes two.
+type CreateParams struct {
+	TenantID string
+	// Owner is the end user creating the session with a token; empty for
+	// an API key.
+	Owner string
+	// Session is the session to create: its agent, client tools and seed
+	// history, without the first turn's message.
+	Session aap.CreateSessionRequest
+	// First is the first turn: its message and stream mode.
+	First aap.TurnRequest
+	// IdempotencyKey, when set, makes a retry with the same key and
+	// RequestHash replay both the session and its first turn.
+	IdempotencyKey string
+	RequestHash    []byte
+	// RequestID is the id of the request, for the worker's log lines.
+	RequestID string
+}
+
+// CreateAndStart creates a session and starts its first turn, which then
+// runs like any other (Start). The whole request is validated against the
+// agent before anything is stored, seed and first message as one history.
+// If the turn is refused all the same (the tenant's limits, busy workers,
+// a race), the session is deleted again, so that a refused request leaves
+// nothing behind — unless it replays an earlier one, or ctx ended: then the
+// turn may already be claimed, and a claimed turn is run.
+func (r *Runner) CreateAndStart(ctx context.Context, p CreateParams) (*Handle, error) {
+	if p.Session.Agent.Name == "" {
+		return nil, &aap.Error{Field: "agent.name", Msg: "required"}
+	}
+	agent, ok := r.cfg.Agents.Get(p.Session.Agent.Name)
+	if !ok {
+		names := r.cfg.Agents.Names()
+		for i, n := range names {
+			names[i] = strconv.Quote(n)
+		}
+		return nil, &aap.Error{Field: "agent.name", Msg: fmt.Sprintf("unknown agent %q (this server has %s)",
+			p.Session.Agent.Name, strings.Join(names, ", "))}
+	}
+	whole := p.Session
+	whole.Messages = append(slices.Clip(p.Session.Messages), p.First.Messages...)
+	if err := aap.ValidateCreateSession(whole, agent.Info); err != nil {
+		return nil, err
+	}
+	if err := aap.ValidateTurn(p.First, agent.Info.Name, p.Session.Agent.Tools, agent.Info); err != nil {
+		return nil, err
+	}
+	plain, secret := agent.SplitOptions(p.Session.Agent.Options)
+	sess, replayed, err := r.store.SessionCreate(ctx, store.SessionCreateParams{
+		TenantID: p.TenantID, Owner: p.Owner, AgentName: agent.Info.Name,
+		AgentTools: p.Session.Agent.Tools, Options: plain, SecretOptions: secret,
+		ClientTools: p.Session.Tools, Messages: p.Session.Messages,
+		Pending:        aap.PendingFromHistory(p.Session.Messages, p.Session.Tools),
+		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h, err := r.Start(ctx, StartParams{
+		TenantID: p.TenantID, SessionID: sess.ID, Owner: p.Owner, Request: p.First,
+		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, RequestID: p.RequestID,
+	})
+	if err != nil && !replayed && ctx.Err() == nil {
+		if _, derr := r.store.SessionDeleteOwned(context.WithoutCancel(ctx), p.TenantID, p.Owner, sess.ID); derr != nil {
+			r.log.WarnContext(ctx, "delete the session of a refused first turn", "session", sess.ID, "err", derr)
+		}
+	}
+	return h, err
+}
+
+// DeleteSession deletes a session of the tenant (of the end user owner, if
+// not "") with its histories and turns, and stops the turn running on it:
+// here at once, elsewhere through a notification (and, failing that, that
+// process's next heartbeat). store.ErrNotFound if there is no such session.
+func (r *Runner) DeleteSession(ctx context.Context, tenantID, owner, id string) error {
+	active, err := r.store.SessionDeleteOwned(ctx, tenantID, owner, id)
+	if err != nil {
+		return err
+	}
+	if active != "" && !r.Stop(active) {
+		if err := r.store.Notify(ctx, store.CancelChannel, active); err != nil {
+			r.log.WarnContext(ctx, "notify cancel", "turn", active, "err", err)
+		}
+	}
+	return nil
+}
