@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/auth"
@@ -135,11 +136,17 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 // SessionRecord is a session as GET /sessions/:id and the list show it:
-// its AAP shape, with the end user who owns it (extension, docs/tenancy.md;
-// absent for a session created with an API key).
+// its AAP shape, with extensions: the end user who owns it (docs/tenancy.md;
+// absent for a session created with an API key), and what a dashboard
+// shows without a call per session (docs/protocols.md): when it was created
+// and last changed, and its status.
 type SessionRecord struct {
 	aap.SessionInfo
-	Owner string `json:"owner,omitempty"`
+	Owner     string    `json:"owner,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	// Status is running, requires_action or idle (store.Session.Status).
+	Status string `json:"status"`
 }
 
 // SessionList is the body of GET /sessions: aap.SessionList of records.
@@ -149,7 +156,8 @@ type SessionList struct {
 }
 
 func sessionRecord(sess store.Session) SessionRecord {
-	return SessionRecord{SessionInfo: sess.RedactedInfo(), Owner: sess.Owner}
+	return SessionRecord{SessionInfo: sess.RedactedInfo(), Owner: sess.Owner,
+		CreatedAt: sess.CreatedAt.UTC(), UpdatedAt: sess.UpdatedAt.UTC(), Status: sess.Status()}
 }
 
 // pageLimit reads the optional ?limit= of a list: DefaultPageLimit when

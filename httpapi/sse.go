@@ -85,7 +85,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, src agents
 		case errors.Is(err, agents.ErrTurnGone):
 			// Deleted with its session: the turn's log is gone with it, so
 			// the end said here can contradict no other.
-			_ = out.event(pos+1, aap.TurnStop(aap.StopError))
+			_ = out.event(pos+1, aap.TurnStopError(aap.TurnError{Type: aap.TurnErrorSessionDeleted, Message: "the session was deleted while the turn ran"}))
 			_ = out.flush()
 			return nil
 		case err != nil:

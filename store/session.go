@@ -40,6 +40,47 @@ type Session struct {
 	Owner     string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// TurnLive is true while a live turn holds the session's claim: its
+	// process is alive and its lease unexpired. Only SessionGetOwned and
+	// SessionList fill it.
+	TurnLive bool
+}
+
+// Session statuses, as Status reports them.
+const (
+	// SessionRunning: a turn is running on the session.
+	SessionRunning = "running"
+	// SessionRequiresAction: the last turn stopped for tool calls the
+	// client must answer (results of client tools, permissions of server
+	// tools).
+	SessionRequiresAction = "requires_action"
+	// SessionIdle: the session waits for a user message.
+	SessionIdle = "idle"
+)
+
+// Status says what the session is doing: running a turn, waiting on the
+// client's answers to tool calls, or idle. A claim whose turn died is not
+// running (the next turn takes it over at once).
+func (s Session) Status() string {
+	switch {
+	case s.TurnLive:
+		return SessionRunning
+	case len(s.AwaitingClient()) > 0:
+		return SessionRequiresAction
+	}
+	return SessionIdle
+}
+
+// AwaitingClient returns the pending tool calls the client must answer:
+// every pending call but the granted server calls a turn runs (or ran).
+func (s Session) AwaitingClient() []aap.PendingToolCall {
+	var out []aap.PendingToolCall
+	for _, p := range s.Pending {
+		if !p.Granted {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Info returns the session in its AAP shape, with secrets in the clear:
@@ -63,13 +104,17 @@ func (s Session) Info() aap.SessionInfo {
 }
 
 // RedactedInfo returns the session in its AAP shape as it may leave the
-// server: every secret option value replaced by aap.SecretPlaceholder. It
-// relies on where each value is stored, not on the agent's declaration, so
-// it redacts correctly even if the agent's configuration changed since.
+// server: every secret option value replaced by aap.SecretPlaceholder, but
+// an empty one, which reveals nothing and reads as "" (so a client can tell
+// a secret set to nothing from a secret set). It relies on where each value
+// is stored, not on the agent's declaration, so it redacts correctly even
+// if the agent's configuration changed since.
 func (s Session) RedactedInfo() aap.SessionInfo {
 	info := s.Info()
-	for k := range s.SecretOptions {
-		info.Agent.Options[k] = aap.SecretPlaceholder
+	for k, v := range s.SecretOptions {
+		if v != "" {
+			info.Agent.Options[k] = aap.SecretPlaceholder
+		}
 	}
 	return info
 }
@@ -213,6 +258,20 @@ func ownedIdempotencyKey(owner, key string) string {
 const sessionColumns = `tenant_id::text, id, agent_name, agent_tools, options, secret_options, client_tools,
 	pending_tool_calls, coalesce(active_turn_id, ''), coalesce(owner, ''), created_at, updated_at`
 
+// sessionReadColumns are sessionColumns and whether a live turn holds the
+// claim (Session.TurnLive), for the reads that show a session.
+const sessionReadColumns = sessionColumns + `,
+	CASE WHEN active_turn_id IS NULL OR lease_expires_at IS NULL OR lease_expires_at < now() THEN false
+	     ELSE coalesce(aapd_instance_alive(lease_owner), false) END`
+
+// scanSessionRead scans a row of sessionReadColumns.
+func (s *Store) scanSessionRead(row interface{ Scan(...any) error }) (Session, error) {
+	var live bool
+	sess, err := s.scanSessionWith(row, &live)
+	sess.TurnLive = live
+	return sess, err
+}
+
 func (s *Store) scanSession(row interface{ Scan(...any) error }) (Session, error) {
 	return s.scanSessionWith(row)
 }
@@ -254,8 +313,8 @@ func (s *Store) SessionGet(ctx context.Context, tenantID, id string) (Session, e
 // owner); ErrNotFound if the tenant has no such session, or it is
 // another's: an end user cannot tell someone else's session from none.
 func (s *Store) SessionGetOwned(ctx context.Context, tenantID, owner, id string) (Session, error) {
-	sess, err := s.scanSession(s.pool.QueryRow(ctx,
-		`SELECT `+sessionColumns+` FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)`,
+	sess, err := s.scanSessionRead(s.pool.QueryRow(ctx,
+		`SELECT `+sessionReadColumns+` FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)`,
 		tenantID, id, owner))
 	if err != nil {
 		return Session{}, fmt.Errorf("load session %s: %w", id, err)
@@ -290,13 +349,13 @@ const noSessionCursor = "sess_~"
 
 // sessionListSQL pages a tenant's sessions: $1 tenant, $2 the cursor (the
 // last id of the previous page), $3 the limit.
-const sessionListSQL = `SELECT ` + sessionColumns + ` FROM sessions
+const sessionListSQL = `SELECT ` + sessionReadColumns + ` FROM sessions
 		WHERE tenant_id = $1 AND id < $2
 		ORDER BY id DESC LIMIT $3`
 
 // sessionListByOwnerSQL pages an end user's sessions ($4 the owner) along
 // the index sessions_owner.
-const sessionListByOwnerSQL = `SELECT ` + sessionColumns + ` FROM sessions
+const sessionListByOwnerSQL = `SELECT ` + sessionReadColumns + ` FROM sessions
 		WHERE tenant_id = $1 AND owner = $4 AND id < $2
 		ORDER BY id DESC LIMIT $3`
 
@@ -322,7 +381,7 @@ func (s *Store) SessionList(ctx context.Context, p SessionListParams) (SessionPa
 	defer rows.Close()
 	var page SessionPage
 	for rows.Next() {
-		sess, err := s.scanSession(rows)
+		sess, err := s.scanSessionRead(rows)
 		if err != nil {
 			return SessionPage{}, fmt.Errorf("list sessions: %w", err)
 		}
