@@ -82,6 +82,8 @@ type Runner struct {
 	beatDone  chan struct{}
 	// compacting serializes the compactions of a session (compact.go).
 	compacting sessionLocks
+	// wakes wakes the followers of a session's log (sessionlog.go).
+	wakes sessionWakes
 }
 
 type activeTurn struct {
@@ -223,6 +225,7 @@ func (r *Runner) work(p StartParams, started chan<- startOutcome, release func()
 	r.running[ref.TurnID] = active
 	r.mu.Unlock()
 	started <- startOutcome{handle: &Handle{Turn: begun.Turn, Events: r.Follow(ref), runner: r, run: run}}
+	r.wakeSession(ref.TenantID, ref.SessionID)
 	r.execute(turnCtx, run, active, release)
 }
 

@@ -82,6 +82,15 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 			CreatedAt: now, UpdatedAt: now, Status: store.SessionIdle}},
 		{"SessionList", httpapi.SessionList{Sessions: []httpapi.SessionRecord{{SessionInfo: aap.SessionInfo{SessionID: "sess_1",
 			Agent: aap.AgentConfig{Name: "echo"}}, Owner: "user-1", CreatedAt: now, UpdatedAt: now, Status: store.SessionRunning}}, Next: "n"}},
+		{"SessionRecord", httpapi.SessionRecord{SessionInfo: aap.SessionInfo{SessionID: "sess_1", Agent: aap.AgentConfig{Name: "echo"}},
+			CreatedAt: now, UpdatedAt: now, Status: store.SessionRequiresAction, Pending: []httpapi.PendingCall{
+				{ToolCallID: "c1", Name: "lookup", Input: json.RawMessage(`{"q":1}`), Awaiting: httpapi.AwaitingResult},
+				{ToolCallID: "c2", Name: "clock", Input: json.RawMessage(`{}`), Awaiting: httpapi.AwaitingPermission}}}},
+		{"SessionEventList", httpapi.SessionEventList{Events: []httpapi.SessionEventItem{
+			{ID: "dHVybl8wMDAwMDAwMDAwMDAwMDAwLjE", TurnID: "turn_1", Seq: 1, Event: aap.EventTurnStart, Data: aap.Event{Type: aap.EventTurnStart, TurnID: "turn_1"}},
+			{ID: "dHVybl8wMDAwMDAwMDAwMDAwMDAwLjI", TurnID: "turn_1", Seq: 2, Event: aap.EventTurnStop, Data: aap.TurnStopError(aap.TurnError{Type: aap.TurnErrorModel, Message: "m"})}},
+			Next: "dHVybl8wMDAwMDAwMDAwMDAwMDAwLjI", HasMore: true}},
+		{"SessionEventList", httpapi.SessionEventList{Events: []httpapi.SessionEventItem{}}},
 		{"Tenant", admin.Tenant{ID: "t", Name: "team-a", CreatedAt: now}},
 		{"TenantPage", admin.TenantPage{Tenants: []admin.Tenant{{ID: "t", Name: "team-a", CreatedAt: now,
 			Limits: admin.Limits{RequestsPerSecond: &rps, Burst: &burst, MaxRunningTurns: &burst}}}, NextCursor: "c"}},

@@ -134,6 +134,13 @@ func TestSessionLifecycle(t *testing.T) {
 		"tools": []any{map[string]any{"name": "get_weather", "description": "Weather",
 			"parameters": map[string]any{"type": "object", "properties": map[string]any{"location": map[string]any{"type": "string"}}}}},
 	}
+	// Extensions (docs/protocols.md) only add members.
+	for _, ext := range []string{"createdAt", "updatedAt", "status"} {
+		if _, ok := got[ext]; !ok {
+			t.Errorf("GET session has no %s: %v", ext, got)
+		}
+		delete(got, ext)
+	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("GET session =\n%v\nwant\n%v", got, want)
 	}
