@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -28,6 +29,26 @@ type SessionEventItem struct {
 	Seq    int           `json:"seq"`
 	Event  aap.EventType `json:"event"`
 	Data   aap.Event     `json:"data"`
+}
+
+// UnmarshalJSON reads an item, its data by its event type (aap.ParseEvent).
+func (e *SessionEventItem) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		ID     string          `json:"id"`
+		TurnID string          `json:"turnId"`
+		Seq    int             `json:"seq"`
+		Event  aap.EventType   `json:"event"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	data, err := aap.ParseEvent(raw.Event, raw.Data)
+	if err != nil {
+		return err
+	}
+	*e = SessionEventItem{ID: raw.ID, TurnID: raw.TurnID, Seq: raw.Seq, Event: raw.Event, Data: data}
+	return nil
 }
 
 // SessionEventList is the body of GET /sessions/:id/events as JSON.
