@@ -50,8 +50,8 @@ func TestDecodingErrorsNameTheElement(t *testing.T) {
 		{"tool_use input an array", `{` + agent + `,"messages":[{"role":"assistant","content":[{"type":"tool_use","toolCallId":"c","name":"f","input":[]}]}]}`, `messages[0]: content[0]: a "tool_use" block needs an object "input"`},
 		{"tool result block error", `{` + agent + `,"messages":[{"role":"tool","toolCallId":"c","content":[{"type":"text","text":"ok"},{"type":"image","url":7}]}]}`, "messages[0]: content[1]: "},
 		{"tools an object", `{` + agent + `,"tools":{"name":"f"}}`, "tools: must be of type array"},
-		{"tools[1] without parameters", `{` + agent + `,"tools":[{"name":"a","parameters":{}},{"name":"b","description":"d"}]}`, `tools[1]: "parameters" must be a JSON Schema object`},
-		{"tools[0] parameters a string", `{` + agent + `,"tools":[{"name":"a","parameters":"object"}]}`, `tools[0]: "parameters" must be a JSON Schema object`},
+		{"tools[1] without parameters", `{` + agent + `,"tools":[{"name":"a","description":"d","parameters":{}},{"name":"b","description":"d"}]}`, `tools[1]: "parameters" must be a JSON Schema object`},
+		{"tools[0] parameters a string", `{` + agent + `,"tools":[{"name":"a","description":"d","parameters":"object"}]}`, `tools[0]: "parameters" must be a JSON Schema object`},
 		{"tools[0] without name", `{` + agent + `,"tools":[{"parameters":{}}]}`, `tools[0]: "name" is required`},
 	}
 	for _, tc := range create {

@@ -32,6 +32,12 @@ type Event struct {
 	ToolCall              // tool_call
 	Content    Content    // tool_result (with ToolCall.ToolCallID)
 	StopReason StopReason // turn_stop
+	// Error says why the turn failed: turn_stop with stop reason "error"
+	// only (an extension of the event's shape).
+	Error *TurnError // turn_stop
+	// TurnID names the event's turn in the session event log, on
+	// turn_start only (an extension of that log; nil elsewhere).
+	TurnID string // turn_start
 }
 
 // TurnStart returns the first event of every stream.
@@ -39,6 +45,11 @@ func TurnStart() Event { return Event{Type: EventTurnStart} }
 
 // TurnStop returns the last event of every stream.
 func TurnStop(r StopReason) Event { return Event{Type: EventTurnStop, StopReason: r} }
+
+// TurnStopError returns the last event of a failed turn.
+func TurnStopError(e TurnError) Event {
+	return Event{Type: EventTurnStop, StopReason: StopError, Error: &e}
+}
 
 // ToolCallEvent returns a tool_call event.
 func ToolCallEvent(c ToolCall) Event { return Event{Type: EventToolCall, ToolCall: c} }
@@ -52,6 +63,11 @@ func ToolResultEvent(toolCallID string, content Content) Event {
 func (e Event) MarshalJSON() ([]byte, error) {
 	switch e.Type {
 	case EventTurnStart:
+		if e.TurnID != "" {
+			return json.Marshal(struct {
+				TurnID string `json:"turnId"`
+			}{e.TurnID})
+		}
 		return []byte(`{}`), nil
 	case EventTextDelta, EventThinkingDelta:
 		return json.Marshal(struct {
@@ -76,7 +92,8 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	case EventTurnStop:
 		return json.Marshal(struct {
 			StopReason StopReason `json:"stopReason"`
-		}{e.StopReason})
+			Error      *TurnError `json:"error,omitempty"`
+		}{e.StopReason, e.Error})
 	}
 	return nil, fmt.Errorf("event: unknown type %q", e.Type)
 }
@@ -95,6 +112,8 @@ func ParseEvent(typ EventType, data []byte) (Event, error) {
 		Input      json.RawMessage `json:"input"`
 		Content    *Content        `json:"content"`
 		StopReason StopReason      `json:"stopReason"`
+		Error      *TurnError      `json:"error"`
+		TurnID     string          `json:"turnId"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return e, fmt.Errorf("event %s: %w", typ, err)
@@ -104,6 +123,6 @@ func ParseEvent(typ EventType, data []byte) (Event, error) {
 	if raw.Content != nil {
 		e.Content = *raw.Content
 	}
-	e.StopReason = raw.StopReason
+	e.StopReason, e.Error, e.TurnID = raw.StopReason, raw.Error, raw.TurnID
 	return e, nil
 }

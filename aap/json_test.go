@@ -3,6 +3,7 @@ package aap_test
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/aapd/aapd/aap"
@@ -231,6 +232,9 @@ func TestEventDataPayloads(t *testing.T) {
 		{"turn_stop max_tokens", aap.TurnStop(aap.StopMaxTokens), `{"stopReason":"max_tokens"}`},
 		{"turn_stop refusal", aap.TurnStop(aap.StopRefusal), `{"stopReason":"refusal"}`},
 		{"turn_stop error", aap.TurnStop(aap.StopError), `{"stopReason":"error"}`},
+		{"turn_stop error with its error object", aap.TurnStopError(aap.TurnError{Type: aap.TurnErrorModel, Message: "the model failed"}),
+			`{"stopReason":"error","error":{"type":"model_error","message":"the model failed"}}`},
+		{"turn_start of the session event log", aap.Event{Type: aap.EventTurnStart, TurnID: "turn_1"}, `{"turnId":"turn_1"}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -266,8 +270,12 @@ func TestToolSpecJSON(t *testing.T) {
 		{"with title", `{"name":"web_search","title":"Web Search","description":"Search the web","parameters":{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}}`, ""},
 		{"without title", `{"name":"get_weather","description":"Get current weather","parameters":{"type":"object"}}`, ""},
 		{"empty title is omitted", `{"name":"f","title":"","description":"d","parameters":{}}`, `{"name":"f","description":"d","parameters":{}}`},
-		{"missing description reads as empty", `{"name":"f","parameters":{"type":"object"}}`, `{"name":"f","description":"","parameters":{"type":"object"}}`},
+		{"empty description", `{"name":"f","description":"","parameters":{"type":"object"}}`, ""},
 		{"parameters are compacted", `{"name":"f","description":"d","parameters":{ "type" : "object" }}`, `{"name":"f","description":"d","parameters":{"type":"object"}}`},
+	}
+	var spec aap.ToolSpec
+	if err := json.Unmarshal([]byte(`{"name":"f","parameters":{"type":"object"}}`), &spec); err == nil || !strings.Contains(err.Error(), `"description" is required`) {
+		t.Errorf("a tool without a description (the spec requires one): %v", err)
 	}
 	for _, tc := range cases {
 		var spec aap.ToolSpec

@@ -34,6 +34,8 @@ type SessionList struct {
 type TurnResponse struct {
 	StopReason StopReason `json:"stopReason"`
 	Messages   []Message  `json:"messages"`
+	// Error says why a turn that stopped with "error" failed (extension).
+	Error *TurnError `json:"error,omitempty"`
 }
 
 // HistoryResponse is the body of GET /sessions/:id/history.

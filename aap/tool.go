@@ -28,8 +28,9 @@ type ToolSpec struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-// UnmarshalJSON reads a tool spec; "name" and an object "parameters" are
-// required. A missing description reads as empty.
+// UnmarshalJSON reads a tool spec; "name", a string "description" (which
+// the specification requires, and a model needs to know what the tool is
+// for; it may be empty) and an object "parameters" are required.
 func (t *ToolSpec) UnmarshalJSON(data []byte) error {
 	var raw struct {
 		Name        *string         `json:"name"`
@@ -43,6 +44,9 @@ func (t *ToolSpec) UnmarshalJSON(data []byte) error {
 	if raw.Name == nil {
 		return errors.New(`"name" is required`)
 	}
+	if raw.Description == nil {
+		return errors.New(`"description" is required: say what the tool does (the model reads it)`)
+	}
 	if !isJSONObject(raw.Parameters) {
 		return errors.New(`"parameters" must be a JSON Schema object`)
 	}
@@ -50,9 +54,7 @@ func (t *ToolSpec) UnmarshalJSON(data []byte) error {
 	if raw.Title != nil {
 		t.Title = *raw.Title
 	}
-	if raw.Description != nil {
-		t.Description = *raw.Description
-	}
+	t.Description = *raw.Description
 	return nil
 }
 
@@ -63,9 +65,16 @@ type ServerToolRef struct {
 	Trust bool `json:"trust"`
 }
 
-// toolNamePattern is what the major model providers accept as a function name.
-var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+// toolNamePattern is the form of a tool name: the specification sets no
+// rule, so aapd takes MCP's (1 to 128 ASCII letters, digits, '_', '-' and
+// '.'), which every tool an MCP server declares follows. Names a model
+// provider refuses (a '.', more than 64 characters) are mapped to ones it
+// accepts on the way to the model and back (agents/toolnames.go).
+var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
 
-// ValidToolName reports whether a tool name is one every supported model
-// provider accepts: 1 to 64 letters, digits, '_' or '-'.
+// ToolNameRule describes the form of a tool name, for error messages.
+const ToolNameRule = "1 to 128 letters, digits, '_', '-' or '.'"
+
+// ValidToolName reports whether a tool name has the form of
+// toolNamePattern.
 func ValidToolName(name string) bool { return toolNamePattern.MatchString(name) }

@@ -120,7 +120,7 @@ func ValidateClientTools(field string, tools []ToolSpec, serverTools []ServerToo
 	for i, t := range tools {
 		f := fmt.Sprintf("%s[%d].name", field, i)
 		if !ValidToolName(t.Name) {
-			return errorf(f, "%q is not a valid tool name (1 to 64 letters, digits, '_' or '-')", t.Name)
+			return errorf(f, "%q is not a valid tool name (%s)", t.Name, ToolNameRule)
 		}
 		if seen[t.Name] {
 			return errorf(f, "tool %q is declared twice", t.Name)
@@ -129,6 +129,22 @@ func ValidateClientTools(field string, tools []ToolSpec, serverTools []ServerToo
 		for _, s := range serverTools {
 			if s.Name == t.Name {
 				return errorf(f, "tool %q clashes with the enabled server tool of the same name", t.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// ValidateServerTools checks that enabling the server tools refs keeps
+// every tool name unique across the session's client tools and its server
+// tools, as the specification requires: it is the check of
+// ValidateClientTools seen from agent.tools, for a turn that changes
+// agent.tools without sending tools.
+func ValidateServerTools(field string, refs []ServerToolRef, clientTools []ToolSpec) error {
+	for i, ref := range refs {
+		for _, t := range clientTools {
+			if t.Name == ref.Name {
+				return errorf(fmt.Sprintf("%s[%d].name", field, i), "server tool %q clashes with the session's client tool of the same name: rename the client tool (send tools) or leave the server tool off", ref.Name)
 			}
 		}
 	}
@@ -190,11 +206,14 @@ func validateSeed(msgs []Message, agent AgentInfo) error {
 	return nil
 }
 
-// allowedBlocks lists the content block types each role may carry.
+// allowedBlocks lists the content block types each role may carry. The
+// specification allows any block in any message's content; tool_use stays
+// the assistant's, since a tool call in another's message could be neither
+// run nor answered.
 var allowedBlocks = map[Role][]string{
-	RoleUser:      {BlockText, BlockImage},
-	RoleAssistant: {BlockText, BlockThinking, BlockToolUse},
-	RoleTool:      {BlockText, BlockImage},
+	RoleUser:      {BlockText, BlockThinking, BlockImage},
+	RoleAssistant: {BlockText, BlockThinking, BlockToolUse, BlockImage},
+	RoleTool:      {BlockText, BlockThinking, BlockImage},
 }
 
 func validateContent(field string, m Message, agent AgentInfo) error {
@@ -205,28 +224,38 @@ func validateContent(field string, m Message, agent AgentInfo) error {
 		}
 		if b.Type == BlockImage {
 			if imageScheme(b.URL) == "" {
-				return errorf(f+".url", "an image url must be https:// or a data:image/...;base64, URI")
+				return errorf(f+".url", "an image url must be https:// or a data:image/...;base64, URI (the specification's two kinds; a data: URI that is not base64 is not one of them)")
 			}
 			if !agent.AcceptsImage(b.URL) {
 				return errorf(f+".url", "agent %q does not accept %s images", agent.Name, imageScheme(b.URL))
 			}
 		}
 		if b.Type == BlockToolUse && !ValidToolName(b.Name) {
-			return errorf(f+".name", "%q is not a valid tool name", b.Name)
+			return errorf(f+".name", "%q is not a valid tool name (%s)", b.Name, ToolNameRule)
 		}
 	}
 	return nil
 }
 
 // imageScheme returns "https" or "data" for a usable image URL, else "".
+// Schemes and media types are case-insensitive (RFC 3986, RFC 2397), so
+// HTTPS:// is https://. A data: URI must be base64, the only kind the
+// specification names ("data: URIs (base64)").
 func imageScheme(url string) string {
 	switch {
-	case strings.HasPrefix(url, "https://") && len(url) > len("https://"):
+	case hasPrefixFold(url, "https://") && len(url) > len("https://"):
 		return "https"
-	case strings.HasPrefix(url, "data:image/") && strings.Contains(url, ";base64,"):
-		return "data"
+	case hasPrefixFold(url, "data:image/"):
+		meta, _, ok := strings.Cut(url, ",")
+		if ok && len(meta) > len(";base64") && strings.EqualFold(meta[len(meta)-len(";base64"):], ";base64") {
+			return "data"
+		}
 	}
 	return ""
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 func optionNames(a AgentInfo) []string {

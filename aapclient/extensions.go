@@ -34,13 +34,15 @@ type TurnInfo struct {
 	Stream    aap.StreamMode `json:"stream"`
 	// StopReason is set once the turn has ended.
 	StopReason aap.StopReason `json:"stopReason,omitempty"`
-	// Error says why a failed turn failed.
-	Error          string     `json:"error,omitempty"`
-	Usage          Usage      `json:"usage"`
-	IdempotencyKey string     `json:"idempotencyKey,omitempty"`
-	CreatedAt      time.Time  `json:"createdAt"`
-	FinishedAt     *time.Time `json:"finishedAt,omitempty"`
-	DurationMs     *int64     `json:"durationMs,omitempty"`
+	// Error says why a turn that stopped with "error" failed.
+	Error          *aap.TurnError `json:"error,omitempty"`
+	Usage          Usage          `json:"usage"`
+	IdempotencyKey string         `json:"idempotencyKey,omitempty"`
+	CreatedAt      time.Time      `json:"createdAt"`
+	// UpdatedAt is when the record last changed: its end, or its start.
+	UpdatedAt  time.Time  `json:"updatedAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	DurationMs *int64     `json:"durationMs,omitempty"`
 }
 
 // Usage counts a turn's model tokens.

@@ -111,7 +111,7 @@ func TestExtensionShapes(t *testing.T) {
 	}
 	check("TurnList", httpapi.TurnList{Next: "c", Turns: []httpapi.TurnInfo{{
 		TurnID: "turn_1", SessionID: "sess_1", Status: "failed", Stream: aap.StreamDelta, StopReason: aap.StopError,
-		Error: "boom", Usage: agents.Usage{InputTokens: 1, OutputTokens: 2}, IdempotencyKey: "k",
+		Error: &aap.TurnError{Type: aap.TurnErrorModel, Message: "boom"}, Usage: agents.Usage{InputTokens: 1, OutputTokens: 2}, IdempotencyKey: "k",
 		CreatedAt: finished.Add(-time.Second), FinishedAt: &finished, DurationMs: &ms,
 	}}}, &aapclient.TurnList{})
 	check("CompactResponse", httpapi.CompactResponse{Compacted: true, Compaction: &store.Compaction{

@@ -47,11 +47,13 @@ type turnRun struct {
 	contextTokens int64
 	contextItems  int
 	contextUpTo   int64
-	// How the turn ended, set before done is closed: its stop reason, and
-	// whether its end could not be written.
-	stop aap.StopReason
-	err  error
-	done chan struct{}
+	// How the turn ended, set before done is closed: its stop reason, why
+	// it failed (stop reason "error" only), and whether its end could not
+	// be written.
+	stop    aap.StopReason
+	turnErr *aap.TurnError
+	err     error
+	done    chan struct{}
 	// span is the turn's span (trace.go).
 	span trace.Span
 }
@@ -78,7 +80,10 @@ func (t *turnRun) run(ctx context.Context) (aap.StopReason, error) {
 	for range t.agent.maxSteps() {
 		seen, upTo := len(t.history), t.lastSeq
 		modelDone := t.runner.metrics.modelCall(ctx, t.agent, t.modelName())
-		resp, err := generate(ctx, t.agent, t.modelRequest(), t.onDelta)
+		req := t.modelRequest()
+		names := newToolNames(req)
+		resp, err := generate(ctx, t.agent, names.request(req), t.onDelta)
+		resp = names.response(resp)
 		modelDone(resp.Usage, err)
 		t.usage = t.usage.Add(resp.Usage)
 		if resp.Usage.InputTokens > 0 {
@@ -86,7 +91,7 @@ func (t *turnRun) run(ctx context.Context) (aap.StopReason, error) {
 		}
 		if err != nil {
 			t.keepPartial(resp.Message)
-			return aap.StopError, fmt.Errorf("model: %w", err)
+			return aap.StopError, &modelError{err: err}
 		}
 		msg := normalize(resp.Message)
 		if len(msg.Content.AsBlocks()) == 0 {

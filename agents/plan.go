@@ -41,6 +41,14 @@ func planTurn(agent *Agent, sess store.Session, req aap.TurnRequest, ids []strin
 	var plan store.TurnPlan
 	if o := req.Agent; o != nil {
 		if o.Tools != nil {
+			// Names stay unique across client and server tools also when
+			// only the server tools change (ValidateTurn checks new client
+			// tools against them).
+			if req.Tools == nil {
+				if err := aap.ValidateServerTools("agent.tools", o.Tools, sess.ClientTools); err != nil {
+					return store.TurnPlan{}, err
+				}
+			}
 			plan.SetAgentTools, plan.AgentTools = true, o.Tools
 		}
 		if len(o.Options) > 0 {
@@ -48,7 +56,7 @@ func planTurn(agent *Agent, sess store.Session, req aap.TurnRequest, ids []strin
 			if merged == nil {
 				merged = map[string]string{}
 			}
-			maps.Copy(merged, o.Options)
+			maps.Copy(merged, keepRedactedSecrets(o.Options, sess.SecretOptions))
 			plan.SetOptions = true
 			plan.Options, plan.SecretOptions = agent.SplitOptions(merged)
 		}
@@ -107,6 +115,21 @@ func idAt(ids []string, i int) string {
 		return ids[i]
 	}
 	return ""
+}
+
+// keepRedactedSecrets drops from a turn's option overrides each secret the
+// client sent back as it reads it, the placeholder "***" (a client that
+// resends the whole session's options, as a playground does): the stored
+// value stays. A secret the session has no value for is taken as sent.
+func keepRedactedSecrets(overrides, stored map[string]string) map[string]string {
+	out := make(map[string]string, len(overrides))
+	for k, v := range overrides {
+		if _, ok := stored[k]; ok && v == aap.SecretPlaceholder {
+			continue
+		}
+		out[k] = v
+	}
+	return out
 }
 
 func serverNote(toolCallID, text string) store.NewMessage {

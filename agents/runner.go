@@ -82,6 +82,8 @@ type Runner struct {
 	beatDone  chan struct{}
 	// compacting serializes the compactions of a session (compact.go).
 	compacting sessionLocks
+	// wakes wakes the followers of a session's log (sessionlog.go).
+	wakes sessionWakes
 }
 
 type activeTurn struct {
@@ -228,6 +230,7 @@ func (r *Runner) work(p StartParams, started chan<- startOutcome, release func()
 	r.running[ref.TurnID] = active
 	r.mu.Unlock()
 	started <- startOutcome{handle: &Handle{Turn: begun.Turn, Events: r.Follow(ref), runner: r, run: run}}
+	r.wakeSession(ref.TenantID, ref.SessionID)
 	r.execute(turnCtx, run, active, release)
 }
 
@@ -289,13 +292,19 @@ func (r *Runner) claim(life context.Context, ref store.TurnRef, p StartParams) (
 		history: history, stream: newStream(), version: begun.CompactionVersion, lastSeq: begun.LastSeq,
 		pending: begun.Session.Pending, pendingCommitted: begun.Session.Pending, done: make(chan struct{}),
 	}
+	run.recorder = newRecorder(r.store, ref, run.stream, begun.Turn.Stream, r.Running, func() { r.cancelTurn(ref.TurnID, store.ErrClaimLost) })
 	for i, m := range begun.Appended {
 		run.history = append(run.history, Message{Message: m.Message, Extra: m.Extra})
-		if plan.Messages[i].Origin == store.OriginAgent {
+		// The tool messages the server wrote itself (denials, calls the
+		// user moved past or whose turn died) are the turn's first
+		// results: sent as tool_result events and in a stream "none"
+		// answer, so a client that keeps its own copy of the history has
+		// them too (docs/protocols.md).
+		if plan.Messages[i].Origin != store.OriginClient {
 			run.produced = append(run.produced, m.Message)
+			run.emit(aap.ToolResultEvent(m.Message.ToolCallID, m.Message.Content))
 		}
 	}
-	run.recorder = newRecorder(r.store, ref, run.stream, begun.Turn.Stream, r.Running, func() { r.cancelTurn(ref.TurnID, store.ErrClaimLost) })
 	return run, begun, nil
 }
 
@@ -341,9 +350,14 @@ func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, 
 		r.log.WarnContext(ctx, "turn ended with an error", "status", status, "err", err)
 	}
 	run.stop = stop
-	run.emit(aap.TurnStop(stop))
+	if stop == aap.StopError {
+		run.turnErr = turnError(status, cause, err)
+		run.emit(aap.TurnStopError(*run.turnErr))
+	} else {
+		run.emit(aap.TurnStop(stop))
+	}
 	key := cacheKey(run.turn.TenantID, run.turn.SessionID)
-	run.err = r.finish(ctx, run, status, stop, err)
+	run.err = r.finish(ctx, run, status, stop)
 	endTurnSpan(run, status, err)
 	r.metrics.turnEnded(run.agent, status, run.stop, time.Since(started))
 	// The turn is over: its worker slot is free, and it leaves the running
@@ -371,7 +385,7 @@ func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, 
 // to have lost its session, or the runner stops for good. A write the
 // database refuses for any other reason is replaced by a bare record of the
 // failure, so no turn is left running by its own process.
-func (r *Runner) finish(logCtx context.Context, run *turnRun, status store.TurnStatus, stop aap.StopReason, turnErr error) error {
+func (r *Runner) finish(logCtx context.Context, run *turnRun, status store.TurnStatus, stop aap.StopReason) error {
 	events, recorded := run.stream.all()
 	p := store.TurnFinishParams{
 		Ref: run.turn.Ref(), Step: run.step + 1, FirstSeq: run.lastSeq + 1 - int64(len(run.final)),
@@ -379,8 +393,8 @@ func (r *Runner) finish(logCtx context.Context, run *turnRun, status store.TurnS
 		Status: status, StopReason: stop, InputTokens: run.usage.InputTokens, OutputTokens: run.usage.OutputTokens,
 		ContextTokens: run.contextTokens, ContextUpTo: run.contextUpTo, Events: events,
 	}
-	if turnErr != nil {
-		p.Error = turnErr.Error()
+	if run.turnErr != nil {
+		p.ErrorType, p.Error = run.turnErr.Type, run.turnErr.Message
 	}
 	life := r.lifeOf(run)
 	err := r.retry(life, 0, func() error { return r.store.TurnFinish(life, p) })
@@ -394,10 +408,11 @@ func (r *Runner) finish(logCtx context.Context, run *turnRun, status store.TurnS
 	// Without its last step: the session waits on what it waited on after
 	// the last step written.
 	p.Messages, p.Pending, p.Status, p.StopReason = nil, run.pendingCommitted, store.TurnFailed, aap.StopError
-	p.Error = "the turn's end could not be recorded: " + err.Error()
+	run.turnErr = &aap.TurnError{Type: aap.TurnErrorStorage, Message: "the turn's end could not be recorded; what it had committed before is kept"}
+	p.ErrorType, p.Error = run.turnErr.Type, run.turnErr.Message
 	// What a client may have seen (turn_start at least), then the end.
 	shown := max(recorded, 1)
-	p.Events = append(events[:shown:shown], aap.TurnStop(aap.StopError))
+	p.Events = append(events[:shown:shown], aap.TurnStopError(*run.turnErr))
 	run.stop = aap.StopError
 	if err := r.retry(life, 0, func() error { return r.store.TurnFinish(life, p) }); err != nil {
 		r.log.ErrorContext(logCtx, "record bare turn failure", "err", err)
@@ -549,7 +564,7 @@ func (h *Handle) Response(ctx context.Context) (aap.TurnResponse, error) {
 		case <-h.run.done:
 		}
 		if h.run.err == nil {
-			return aap.TurnResponse{StopReason: h.run.stop, Messages: h.run.produced}, nil
+			return aap.TurnResponse{StopReason: h.run.stop, Messages: h.run.produced, Error: h.run.turnErr}, nil
 		}
 	}
 	var (
@@ -574,7 +589,7 @@ func (h *Handle) Response(ctx context.Context) (aap.TurnResponse, error) {
 	if err != nil {
 		return aap.TurnResponse{}, err
 	}
-	resp := aap.TurnResponse{StopReason: last.StopReason, Messages: make([]aap.Message, len(stored))}
+	resp := aap.TurnResponse{StopReason: last.StopReason, Messages: make([]aap.Message, len(stored)), Error: last.Error}
 	for i, m := range stored {
 		resp.Messages[i] = m.Message
 	}

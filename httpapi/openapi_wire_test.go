@@ -61,16 +61,16 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		{"Meta", aap.Meta{Version: aap.Version, Agents: []aap.AgentInfo{bare, full}}},
 		{"Meta", aap.Meta{Version: aap.Version, Agents: []aap.AgentInfo{}}},
 		{"SessionInfo", aap.SessionInfo{SessionID: "sess_1", Agent: aap.AgentConfig{Name: "echo"}}},
-		{"SessionList", aap.SessionList{Sessions: []aap.SessionInfo{{SessionID: "sess_1",
+		{"SessionList", httpapi.SessionList{Sessions: []httpapi.SessionRecord{{SessionInfo: aap.SessionInfo{SessionID: "sess_1",
 			Agent: aap.AgentConfig{Name: "full", Tools: []aap.ServerToolRef{{Name: "web"}}, Options: map[string]string{"b": aap.SecretPlaceholder}},
-			Tools: full.Tools}}, Next: "abc"}},
-		{"SessionList", aap.SessionList{Sessions: []aap.SessionInfo{}}},
+			Tools: full.Tools}, CreatedAt: now, UpdatedAt: now, Status: store.SessionRequiresAction}}, Next: "abc"}},
+		{"SessionList", httpapi.SessionList{Sessions: []httpapi.SessionRecord{}}},
 		{"CreateSessionResponse", aap.CreateSessionResponse{SessionID: "sess_1"}},
 		{"HistoryResponse", aap.HistoryResponse{History: map[aap.HistoryType][]aap.Message{aap.HistoryFull: history}}},
 		{"HistoryResponse", aap.HistoryResponse{History: map[aap.HistoryType][]aap.Message{aap.HistoryCompacted: {}}}},
 		{"TurnInfo", httpapi.TurnInfo{TurnID: "turn_1", SessionID: "sess_1", Status: string(store.TurnRunning), Stream: aap.StreamDelta, CreatedAt: now}},
 		{"TurnList", httpapi.TurnList{Turns: []httpapi.TurnInfo{{TurnID: "turn_1", SessionID: "sess_1", Status: string(store.TurnFailed),
-			Stream: aap.StreamNone, StopReason: aap.StopError, Error: "boom", Usage: agents.Usage{InputTokens: 1, OutputTokens: 2},
+			Stream: aap.StreamNone, StopReason: aap.StopError, Error: &aap.TurnError{Type: aap.TurnErrorModel, Message: "boom"}, Usage: agents.Usage{InputTokens: 1, OutputTokens: 2},
 			IdempotencyKey: "k", CreatedAt: now, FinishedAt: &now, DurationMs: &dur}}, Next: "n"}},
 		{"CompactResponse", httpapi.CompactResponse{Compacted: true, Compaction: &record}},
 		{"CompactResponse", httpapi.CompactResponse{Tokens: 1458, Reason: "within the target"}},
@@ -78,9 +78,19 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		{"Problem", httpapi.Problem{Type: httpapi.ProblemTypeBase + "turn-running", Title: "t", Status: 409, Detail: "d",
 			Instance: "/sessions/x/turns", RequestID: "abc", TurnID: "turn_1"}},
 
-		{"SessionRecord", httpapi.SessionRecord{SessionInfo: aap.SessionInfo{SessionID: "sess_1", Agent: aap.AgentConfig{Name: "echo"}}, Owner: "user-1"}},
+		{"SessionRecord", httpapi.SessionRecord{SessionInfo: aap.SessionInfo{SessionID: "sess_1", Agent: aap.AgentConfig{Name: "echo"}}, Owner: "user-1",
+			CreatedAt: now, UpdatedAt: now, Status: store.SessionIdle}},
 		{"SessionList", httpapi.SessionList{Sessions: []httpapi.SessionRecord{{SessionInfo: aap.SessionInfo{SessionID: "sess_1",
-			Agent: aap.AgentConfig{Name: "echo"}}, Owner: "user-1"}}, Next: "n"}},
+			Agent: aap.AgentConfig{Name: "echo"}}, Owner: "user-1", CreatedAt: now, UpdatedAt: now, Status: store.SessionRunning}}, Next: "n"}},
+		{"SessionRecord", httpapi.SessionRecord{SessionInfo: aap.SessionInfo{SessionID: "sess_1", Agent: aap.AgentConfig{Name: "echo"}},
+			CreatedAt: now, UpdatedAt: now, Status: store.SessionRequiresAction, Pending: []httpapi.PendingCall{
+				{ToolCallID: "c1", Name: "lookup", Input: json.RawMessage(`{"q":1}`), Awaiting: httpapi.AwaitingResult},
+				{ToolCallID: "c2", Name: "clock", Input: json.RawMessage(`{}`), Awaiting: httpapi.AwaitingPermission}}}},
+		{"SessionEventList", httpapi.SessionEventList{Events: []httpapi.SessionEventItem{
+			{ID: "dHVybl8wMDAwMDAwMDAwMDAwMDAwLjE", TurnID: "turn_1", Seq: 1, Event: aap.EventTurnStart, Data: aap.Event{Type: aap.EventTurnStart, TurnID: "turn_1"}},
+			{ID: "dHVybl8wMDAwMDAwMDAwMDAwMDAwLjI", TurnID: "turn_1", Seq: 2, Event: aap.EventTurnStop, Data: aap.TurnStopError(aap.TurnError{Type: aap.TurnErrorModel, Message: "m"})}},
+			Next: "dHVybl8wMDAwMDAwMDAwMDAwMDAwLjI", HasMore: true}},
+		{"SessionEventList", httpapi.SessionEventList{Events: []httpapi.SessionEventItem{}}},
 		{"Tenant", admin.Tenant{ID: "t", Name: "team-a", CreatedAt: now}},
 		{"TenantPage", admin.TenantPage{Tenants: []admin.Tenant{{ID: "t", Name: "team-a", CreatedAt: now,
 			Limits: admin.Limits{RequestsPerSecond: &rps, Burst: &burst, MaxRunningTurns: &burst}}}, NextCursor: "c"}},
@@ -101,6 +111,11 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 			value  any
 		}{"TurnResponse", aap.TurnResponse{StopReason: r, Messages: history[3:]}})
 	}
+	valid = append(valid, struct {
+		schema string
+		value  any
+	}{"TurnResponse", aap.TurnResponse{StopReason: aap.StopError, Messages: history[3:],
+		Error: &aap.TurnError{Type: aap.TurnErrorModel, Message: "the model failed"}}})
 	for _, c := range valid {
 		b, err := json.Marshal(c.value)
 		if err != nil {
@@ -174,7 +189,7 @@ func TestOpenAPIRequestSchemasTakeWhatTheServerTakes(t *testing.T) {
 			"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","url":"data:image/png;base64,AAAA"}]},
 			{"role":"assistant","content":[{"type":"thinking","thinking":"t"},{"type":"tool_use","toolCallId":"c1","name":"lookup","input":{}}]},
 			{"role":"tool","toolCallId":"c1","content":"r"}],
-			"tools":[{"name":"lookup","parameters":{"type":"object"}}]}`},
+			"tools":[{"name":"lookup","description":"d","parameters":{"type":"object"}}]}`},
 		{"TurnRequest", `{"messages":[{"role":"user","content":"hi"}]}`},
 		{"TurnRequest", `{"stream":"delta","agent":{"name":"echo","options":{"style":"plain"}},"messages":[{"role":"user","content":"hi"}],"tools":[]}`},
 		{"TurnRequest", `{"stream":null,"agent":null,"messages":[{"role":"tool","toolCallId":"c1","content":[{"type":"text","text":"r"}]},

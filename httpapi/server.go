@@ -189,6 +189,9 @@ func (s *Server) routes() http.Handler {
 	api.Handle("/sessions/{id}/turns/{turnId}/events", s.need(read, s.turnEvents)).Methods(http.MethodGet)
 	api.Handle("/sessions/{id}/turns/{turnId}/cancel", s.need(write, s.cancelTurn)).Methods(http.MethodPost)
 
+	// Extensions (docs/protocols.md): the session event log.
+	api.Handle("/sessions/{id}/events", s.need(read, s.sessionEvents)).Methods(http.MethodGet)
+
 	// Extensions (docs/compaction.md): compaction on demand, and its records.
 	api.Handle("/sessions/{id}/compact", s.need(write, s.compactSession)).Methods(http.MethodPost)
 	api.Handle("/sessions/{id}/compactions", s.need(read, s.listCompactions)).Methods(http.MethodGet)

@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/auth"
@@ -125,11 +127,54 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 // SessionRecord is a session as GET /sessions/:id and the list show it:
-// its AAP shape, with the end user who owns it (extension, docs/tenancy.md;
-// absent for a session created with an API key).
+// its AAP shape, with extensions: the end user who owns it (docs/tenancy.md;
+// absent for a session created with an API key), and what a dashboard
+// shows without a call per session (docs/protocols.md): when it was created
+// and last changed, and its status.
 type SessionRecord struct {
 	aap.SessionInfo
-	Owner string `json:"owner,omitempty"`
+	Owner     string    `json:"owner,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	// Status is running, requires_action or idle (store.Session.Status).
+	Status string `json:"status"`
+	// Pending are the tool calls the session waits on the client for, so
+	// that a client that lost its state can rebuild it (docs/protocols.md);
+	// absent when there are none.
+	Pending []PendingCall `json:"pending,omitempty"`
+}
+
+// Awaiting values of PendingCall: what the client must send for the call.
+const (
+	// AwaitingResult: a client tool call, answered with a tool message.
+	AwaitingResult = "result"
+	// AwaitingPermission: an untrusted server tool call, answered with a
+	// tool_permission message.
+	AwaitingPermission = "permission"
+)
+
+// PendingCall is a tool call the session waits on the client for.
+type PendingCall struct {
+	ToolCallID string          `json:"toolCallId"`
+	Name       string          `json:"name"`
+	Input      json.RawMessage `json:"input"`
+	// Awaiting is AwaitingResult or AwaitingPermission.
+	Awaiting string `json:"awaiting"`
+}
+
+func pendingCalls(sess store.Session) []PendingCall {
+	var out []PendingCall
+	for _, p := range sess.AwaitingClient() {
+		c := PendingCall{ToolCallID: p.ToolCallID, Name: p.Name, Input: p.Input, Awaiting: AwaitingResult}
+		if len(c.Input) == 0 || string(c.Input) == "null" {
+			c.Input = json.RawMessage(`{}`)
+		}
+		if p.Server {
+			c.Awaiting = AwaitingPermission
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // SessionList is the body of GET /sessions: aap.SessionList of records.
@@ -139,7 +184,8 @@ type SessionList struct {
 }
 
 func sessionRecord(sess store.Session) SessionRecord {
-	return SessionRecord{SessionInfo: sess.RedactedInfo(), Owner: sess.Owner}
+	return SessionRecord{SessionInfo: sess.RedactedInfo(), Owner: sess.Owner,
+		CreatedAt: sess.CreatedAt.UTC(), UpdatedAt: sess.UpdatedAt.UTC(), Status: sess.Status(), Pending: pendingCalls(sess)}
 }
 
 // pageLimit reads the optional ?limit= of a list: DefaultPageLimit when

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/agents"
@@ -31,11 +32,17 @@ func startSSE(w http.ResponseWriter) *sseWriter {
 
 // event writes one event with its id (its position in the turn's stream).
 func (s *sseWriter) event(id int, e aap.Event) error {
+	return s.namedEvent(strconv.Itoa(id), e)
+}
+
+// namedEvent writes one event with the id given (a cursor of the session
+// event log).
+func (s *sseWriter) namedEvent(id string, e aap.Event) error {
 	data, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(s.w, "id: %d\nevent: %s\ndata: %s\n\n", id, e.Type, data)
+	_, err = fmt.Fprintf(s.w, "id: %s\nevent: %s\ndata: %s\n\n", id, e.Type, data)
 	return err
 }
 
@@ -85,7 +92,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, src agents
 		case errors.Is(err, agents.ErrTurnGone):
 			// Deleted with its session: the turn's log is gone with it, so
 			// the end said here can contradict no other.
-			_ = out.event(pos+1, aap.TurnStop(aap.StopError))
+			_ = out.event(pos+1, aap.TurnStopError(aap.TurnError{Type: aap.TurnErrorSessionDeleted, Message: "the session was deleted while the turn ran"}))
 			_ = out.flush()
 			return nil
 		case err != nil:

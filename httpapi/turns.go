@@ -73,27 +73,32 @@ func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) error {
 
 // TurnInfo is a turn's record as the turn extension endpoints show it.
 type TurnInfo struct {
-	TurnID         string         `json:"turnId"`
-	SessionID      string         `json:"sessionId"`
-	Status         string         `json:"status"`
-	Stream         aap.StreamMode `json:"stream"`
-	StopReason     aap.StopReason `json:"stopReason,omitempty"`
-	Error          string         `json:"error,omitempty"`
+	TurnID     string         `json:"turnId"`
+	SessionID  string         `json:"sessionId"`
+	Status     string         `json:"status"`
+	Stream     aap.StreamMode `json:"stream"`
+	StopReason aap.StopReason `json:"stopReason,omitempty"`
+	// Error says why a turn that stopped with "error" failed.
+	Error          *aap.TurnError `json:"error,omitempty"`
 	Usage          agents.Usage   `json:"usage"`
 	IdempotencyKey string         `json:"idempotencyKey,omitempty"`
 	CreatedAt      time.Time      `json:"createdAt"`
-	FinishedAt     *time.Time     `json:"finishedAt,omitempty"`
-	DurationMs     *int64         `json:"durationMs,omitempty"`
+	// UpdatedAt is when the record last changed: its end, or its start
+	// while it runs (extension of the record, docs/protocols.md).
+	UpdatedAt  time.Time  `json:"updatedAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	DurationMs *int64     `json:"durationMs,omitempty"`
 }
 
 func turnInfo(t store.Turn) TurnInfo {
 	info := TurnInfo{
 		TurnID: t.ID, SessionID: t.SessionID, Status: string(t.Status), Stream: t.Stream,
-		StopReason: t.StopReason, Error: t.Error, IdempotencyKey: t.IdempotencyKey,
+		StopReason: t.StopReason, Error: t.TurnError(), IdempotencyKey: t.IdempotencyKey,
 		Usage:     agents.Usage{InputTokens: t.InputTokens, OutputTokens: t.OutputTokens},
-		CreatedAt: t.CreatedAt.UTC(), FinishedAt: t.FinishedAt,
+		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.CreatedAt.UTC(), FinishedAt: t.FinishedAt,
 	}
 	if t.FinishedAt != nil {
+		info.UpdatedAt = t.FinishedAt.UTC()
 		d := t.FinishedAt.Sub(t.CreatedAt).Milliseconds()
 		info.DurationMs = &d
 	}

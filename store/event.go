@@ -147,12 +147,13 @@ func queueInterrupt(b *pgx.Batch, ref TurnRef) {
 			SELECT x.e, b.first_seq AS o1, x.o AS o2
 			FROM batches b, json_array_elements(b.events) WITH ORDINALITY AS x(e, o)
 			UNION ALL SELECT '{"t":"turn_start","d":{}}'::json, 0, 0 WHERE NOT EXISTS (SELECT 1 FROM batches)
-			UNION ALL SELECT '{"t":"turn_stop","d":{"stopReason":"error"}}'::json, 2147483647, 0
+			UNION ALL SELECT json_build_object('t', 'turn_stop', 'd', json_build_object('stopReason', 'error',
+				'error', json_build_object('type', $5::text, 'message', $4::text))), 2147483647, 0
 		)
-		UPDATE turns SET status = 'interrupted', stop_reason = 'error', finished_at = now(), error = $4,
+		UPDATE turns SET status = 'interrupted', stop_reason = 'error', finished_at = now(), error = $4, error_type = $5,
 			events = (SELECT json_agg(e ORDER BY o1, o2) FROM entries)
 		WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running'`,
-		ref.TenantID, ref.SessionID, ref.TurnID, interruptedError)
+		ref.TenantID, ref.SessionID, ref.TurnID, interruptedError, aap.TurnErrorInterrupted)
 }
 
 // turnClaimSQL reads, for a running turn ($1 tenant, $2 session, $3 turn),

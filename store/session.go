@@ -40,6 +40,47 @@ type Session struct {
 	Owner     string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// TurnLive is true while a live turn holds the session's claim: its
+	// process is alive and its lease unexpired. Only SessionGetOwned and
+	// SessionList fill it.
+	TurnLive bool
+}
+
+// Session statuses, as Status reports them.
+const (
+	// SessionRunning: a turn is running on the session.
+	SessionRunning = "running"
+	// SessionRequiresAction: the last turn stopped for tool calls the
+	// client must answer (results of client tools, permissions of server
+	// tools).
+	SessionRequiresAction = "requires_action"
+	// SessionIdle: the session waits for a user message.
+	SessionIdle = "idle"
+)
+
+// Status says what the session is doing: running a turn, waiting on the
+// client's answers to tool calls, or idle. A claim whose turn died is not
+// running (the next turn takes it over at once).
+func (s Session) Status() string {
+	switch {
+	case s.TurnLive:
+		return SessionRunning
+	case len(s.AwaitingClient()) > 0:
+		return SessionRequiresAction
+	}
+	return SessionIdle
+}
+
+// AwaitingClient returns the pending tool calls the client must answer:
+// every pending call but the granted server calls a turn runs (or ran).
+func (s Session) AwaitingClient() []aap.PendingToolCall {
+	var out []aap.PendingToolCall
+	for _, p := range s.Pending {
+		if !p.Granted {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Info returns the session in its AAP shape, with secrets in the clear:
@@ -63,13 +104,17 @@ func (s Session) Info() aap.SessionInfo {
 }
 
 // RedactedInfo returns the session in its AAP shape as it may leave the
-// server: every secret option value replaced by aap.SecretPlaceholder. It
-// relies on where each value is stored, not on the agent's declaration, so
-// it redacts correctly even if the agent's configuration changed since.
+// server: every secret option value replaced by aap.SecretPlaceholder, but
+// an empty one, which reveals nothing and reads as "" (so a client can tell
+// a secret set to nothing from a secret set). It relies on where each value
+// is stored, not on the agent's declaration, so it redacts correctly even
+// if the agent's configuration changed since.
 func (s Session) RedactedInfo() aap.SessionInfo {
 	info := s.Info()
-	for k := range s.SecretOptions {
-		info.Agent.Options[k] = aap.SecretPlaceholder
+	for k, v := range s.SecretOptions {
+		if v != "" {
+			info.Agent.Options[k] = aap.SecretPlaceholder
+		}
 	}
 	return info
 }
@@ -229,6 +274,59 @@ func ownedIdempotencyKey(owner, key string) string {
 const sessionColumns = `tenant_id::text, id, agent_name, agent_tools, options, secret_options, client_tools,
 	pending_tool_calls, coalesce(active_turn_id, ''), coalesce(owner, ''), created_at, updated_at`
 
+// sessionReadColumns are sessionColumns and the session's claim (its lease
+// and the instance holding it), for the reads that show a session: whether
+// a live turn holds it (Session.TurnLive) is judged by markLiveTurns.
+const sessionReadColumns = sessionColumns + `, lease_expires_at, lease_owner`
+
+// claimRead is a session's claim as read, for markLiveTurns.
+type claimRead struct {
+	lease *time.Time
+	owner *int32
+}
+
+// scanSessionRead scans a row of sessionReadColumns.
+func (s *Store) scanSessionRead(row interface{ Scan(...any) error }) (Session, claimRead, error) {
+	var c claimRead
+	sess, err := s.scanSessionWith(row, &c.lease, &c.owner)
+	return sess, c, err
+}
+
+// markLiveTurns sets TurnLive on the sessions whose claim is held by a live
+// turn: its lease runs and its process holds its instance lock. It asks in
+// a statement of its own, which reads no table (store/claim.go: on Citus
+// the instance locks and the clock that wrote the lease are the
+// coordinator's), and only when a session has an active turn.
+func (s *Store) markLiveTurns(ctx context.Context, sessions []Session, claims []claimRead) error {
+	var (
+		at     []int
+		leases []*time.Time
+		owners []*int32
+	)
+	for i := range sessions {
+		if sessions[i].ActiveTurnID != "" {
+			at, leases, owners = append(at, i), append(leases, claims[i].lease), append(owners, claims[i].owner)
+		}
+	}
+	if len(at) == 0 {
+		return nil
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT c.l IS NOT NULL AND c.l >= now() AND c.o IS NOT NULL AND aapd_instance_alive(c.o)
+		FROM unnest($1::timestamptz[], $2::integer[]) WITH ORDINALITY AS c(l, o, i) ORDER BY c.i`, leases, owners)
+	if err != nil {
+		return interpretError(err)
+	}
+	live, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil {
+		return interpretError(err)
+	}
+	for k, i := range at {
+		sessions[i].TurnLive = k < len(live) && live[k]
+	}
+	return nil
+}
+
 func (s *Store) scanSession(row interface{ Scan(...any) error }) (Session, error) {
 	return s.scanSessionWith(row)
 }
@@ -270,9 +368,14 @@ func (s *Store) SessionGet(ctx context.Context, tenantID, id string) (Session, e
 // owner); ErrNotFound if the tenant has no such session, or it is
 // another's: an end user cannot tell someone else's session from none.
 func (s *Store) SessionGetOwned(ctx context.Context, tenantID, owner, id string) (Session, error) {
-	sess, err := s.scanSession(s.pool.QueryRow(ctx,
-		`SELECT `+sessionColumns+` FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)`,
+	sess, claim, err := s.scanSessionRead(s.pool.QueryRow(ctx,
+		`SELECT `+sessionReadColumns+` FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)`,
 		tenantID, id, owner))
+	if err == nil {
+		one := []Session{sess}
+		err = s.markLiveTurns(ctx, one, []claimRead{claim})
+		sess = one[0]
+	}
 	if err != nil {
 		return Session{}, fmt.Errorf("load session %s: %w", id, err)
 	}
@@ -306,13 +409,13 @@ const noSessionCursor = "sess_~"
 
 // sessionListSQL pages a tenant's sessions: $1 tenant, $2 the cursor (the
 // last id of the previous page), $3 the limit.
-const sessionListSQL = `SELECT ` + sessionColumns + ` FROM sessions
+const sessionListSQL = `SELECT ` + sessionReadColumns + ` FROM sessions
 		WHERE tenant_id = $1 AND id < $2
 		ORDER BY id DESC LIMIT $3`
 
 // sessionListByOwnerSQL pages an end user's sessions ($4 the owner) along
 // the index sessions_owner.
-const sessionListByOwnerSQL = `SELECT ` + sessionColumns + ` FROM sessions
+const sessionListByOwnerSQL = `SELECT ` + sessionReadColumns + ` FROM sessions
 		WHERE tenant_id = $1 AND owner = $4 AND id < $2
 		ORDER BY id DESC LIMIT $3`
 
@@ -336,16 +439,23 @@ func (s *Store) SessionList(ctx context.Context, p SessionListParams) (SessionPa
 		return SessionPage{}, fmt.Errorf("list sessions: %w", interpretError(err))
 	}
 	defer rows.Close()
-	var page SessionPage
+	var (
+		page   SessionPage
+		claims []claimRead
+	)
 	for rows.Next() {
-		sess, err := s.scanSession(rows)
+		sess, claim, err := s.scanSessionRead(rows)
 		if err != nil {
 			return SessionPage{}, fmt.Errorf("list sessions: %w", err)
 		}
-		page.Sessions = append(page.Sessions, sess)
+		page.Sessions, claims = append(page.Sessions, sess), append(claims, claim)
 	}
 	if err := rows.Err(); err != nil {
 		return SessionPage{}, fmt.Errorf("list sessions: %w", interpretError(err))
+	}
+	rows.Close()
+	if err := s.markLiveTurns(ctx, page.Sessions, claims); err != nil {
+		return SessionPage{}, fmt.Errorf("list sessions: %w", err)
 	}
 	if len(page.Sessions) > p.Limit {
 		page.Sessions = page.Sessions[:p.Limit]

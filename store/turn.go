@@ -35,12 +35,15 @@ var ErrOutcomeUnknown = errors.New("the write may or may not have committed")
 
 // Turn is the record of one POST /sessions/:id/turns.
 type Turn struct {
-	TenantID       string
-	SessionID      string
-	ID             string
-	Status         TurnStatus
-	Stream         aap.StreamMode
-	StopReason     aap.StopReason
+	TenantID   string
+	SessionID  string
+	ID         string
+	Status     TurnStatus
+	Stream     aap.StreamMode
+	StopReason aap.StopReason
+	// ErrorType and Error say why a turn failed: an aap.TurnError's type
+	// and message ("" for a turn recorded before types were kept).
+	ErrorType      string
 	Error          string
 	InputTokens    int64
 	OutputTokens   int64
@@ -57,12 +60,12 @@ func (t Turn) Ref() TurnRef {
 // NewTurnID returns an opaque, time-ordered turn id.
 func NewTurnID() string { return "turn_" + mustV7() }
 
-const turnColumns = `tenant_id::text, session_id, id, status, stream, coalesce(stop_reason, ''), coalesce(error, ''),
+const turnColumns = `tenant_id::text, session_id, id, status, stream, coalesce(stop_reason, ''), coalesce(error_type, ''), coalesce(error, ''),
 	input_tokens, output_tokens, coalesce(idempotency_key, ''), created_at, finished_at`
 
 func scanTurn(row interface{ Scan(...any) error }, extra ...any) (Turn, error) {
 	var t Turn
-	dst := []any{&t.TenantID, &t.SessionID, &t.ID, &t.Status, &t.Stream, &t.StopReason, &t.Error,
+	dst := []any{&t.TenantID, &t.SessionID, &t.ID, &t.Status, &t.Stream, &t.StopReason, &t.ErrorType, &t.Error,
 		&t.InputTokens, &t.OutputTokens, &t.IdempotencyKey, &t.CreatedAt, &t.FinishedAt}
 	err := row.Scan(append(dst, extra...)...)
 	return t, interpretError(err)
@@ -505,11 +508,13 @@ type TurnFinishParams struct {
 	Step int
 	// FirstSeq, Messages and Pending are the turn's last step, as in
 	// TurnStepParams; Messages may be empty.
-	FirstSeq     int64
-	Messages     []NewMessage
-	Pending      []aap.PendingToolCall
-	Status       TurnStatus
-	StopReason   aap.StopReason
+	FirstSeq   int64
+	Messages   []NewMessage
+	Pending    []aap.PendingToolCall
+	Status     TurnStatus
+	StopReason aap.StopReason
+	// ErrorType and Error say why the turn failed (aap.TurnError).
+	ErrorType    string
 	Error        string
 	InputTokens  int64
 	OutputTokens int64
@@ -546,7 +551,7 @@ func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) error {
 			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3
 			RETURNING 1
 		), turn AS (
-			UPDATE turns SET status = $8, stop_reason = nullif($9, ''), error = nullif($10, ''),
+			UPDATE turns SET status = $8, stop_reason = nullif($9, ''), error = nullif($10, ''), error_type = nullif($15, ''),
 				input_tokens = $11, output_tokens = $12, finished_at = now(), step = $13, events = $14::json
 			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $13
 			  AND EXISTS (SELECT 1 FROM claim)
@@ -558,7 +563,7 @@ func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) error {
 		SELECT 1 / (SELECT count(*) FROM turn)`
 	err = s.turnWrite(ctx, p.Ref, p.Step, rows, false, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
 		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.ContextTokens, p.ContextUpTo,
-		p.Status, p.StopReason, PgText(p.Error), p.InputTokens, p.OutputTokens, p.Step, log)
+		p.Status, p.StopReason, PgText(p.Error), p.InputTokens, p.OutputTokens, p.Step, log, p.ErrorType)
 	if err != nil {
 		return fmt.Errorf("finish turn %s: %w", p.Ref.TurnID, err)
 	}
@@ -654,12 +659,13 @@ func (s *Store) TurnGetOwned(ctx context.Context, tenantID, owner, sessionID, tu
 	return t, nil
 }
 
-// TurnMessages returns the messages the agent produced in a turn (model
-// output, server tool results, denials), in order: the body of a stream
-// "none" response replayed for an idempotent retry.
+// TurnMessages returns the messages the agent and the server wrote in a
+// turn (model output, server tool results, denials, closed tool calls), in
+// order: the body of a stream "none" response replayed for an idempotent
+// retry.
 func (s *Store) TurnMessages(ctx context.Context, tenantID, sessionID, turnID string) ([]StoredMessage, error) {
 	rows, err := s.pool.Query(ctx, `SELECT seq, seq, message::text, extra::text FROM messages
-		WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3 AND origin = 'agent'
+		WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3 AND origin <> 'client'
 		  AND seq >= coalesce((SELECT first_seq FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), 0)
 		ORDER BY seq`, tenantID, sessionID, turnID)
 	if err != nil {
@@ -729,4 +735,24 @@ func (s *Store) TurnList(ctx context.Context, p TurnListParams) (TurnPage, error
 		page.Next = encodeCursor(page.Turns[p.Limit-1].ID)
 	}
 	return page, nil
+}
+
+// legacyTurnErrorMessage stands for the message of a turn recorded before
+// error types were kept: its text may hold internals, and is not shown.
+const legacyTurnErrorMessage = "the turn failed; the server's log has the details"
+
+// TurnError says why the turn failed, as clients see it: nil unless it
+// stopped with stop reason "error". A turn recorded before error types were
+// kept gets one from its status, with a generic message.
+func (t Turn) TurnError() *aap.TurnError {
+	if t.StopReason != aap.StopError {
+		return nil
+	}
+	if t.ErrorType != "" {
+		return &aap.TurnError{Type: t.ErrorType, Message: t.Error}
+	}
+	if t.Status == TurnInterrupted {
+		return &aap.TurnError{Type: aap.TurnErrorInterrupted, Message: interruptedError}
+	}
+	return &aap.TurnError{Type: aap.TurnErrorInternal, Message: legacyTurnErrorMessage}
 }

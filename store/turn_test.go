@@ -166,6 +166,13 @@ func TestInterruptedTurnLogIsGaplessAndEndsAfterEveryRecordedID(t *testing.T) {
 	if want := "[turn_start text_deltaa text_deltab text_deltac turn_stoperror]"; fmt.Sprint(got) != want || !log.Finished || log.Len != 5 {
 		t.Errorf("log = %v (len %d, finished %v), want %s", got, log.Len, log.Finished, want)
 	}
+	if e := log.Events[len(log.Events)-1].Error; e == nil || e.Type != aap.TurnErrorInterrupted || e.Message == "" {
+		t.Errorf("the interrupted turn's turn_stop error = %+v", e)
+	}
+	turn, err := st.TurnGet(ctx, ref.TenantID, ref.SessionID, ref.TurnID)
+	if te := turn.TurnError(); err != nil || te == nil || te.Type != aap.TurnErrorInterrupted {
+		t.Errorf("the interrupted turn's record error = %+v, %v", te, err)
+	}
 	var batches int
 	storetest.Scan(t, storetest.URL(t), `SELECT count(*) FROM turn_event_batches WHERE turn_id = $1`, []any{ref.TurnID}, &batches)
 	if batches != 0 {

@@ -86,12 +86,22 @@ type MCPSpec struct {
 	Timeout    time.Duration     `yaml:"timeout"`
 }
 
-// CapabilitySpec overrides what the agent declares it accepts; by default
-// an agent accepts images of both kinds and client tools.
+// CapabilitySpec turns off what an agent would otherwise declare (and
+// allow): by default an agent accepts images of both kinds and client
+// tools, streams in the three modes and serves both histories. What is
+// off is absent from GET /meta and refused in requests.
 type CapabilitySpec struct {
 	ImageHTTP   *bool `yaml:"image_http"`
 	ImageData   *bool `yaml:"image_data"`
 	ClientTools *bool `yaml:"client_tools"`
+	// Stream modes; at least one stays on.
+	StreamDelta   *bool `yaml:"stream_delta"`
+	StreamMessage *bool `yaml:"stream_message"`
+	StreamNone    *bool `yaml:"stream_none"`
+	// Histories GET /sessions/:id/history serves (the specification lets
+	// an agent keep its compacted history private).
+	HistoryFull      *bool `yaml:"history_full"`
+	HistoryCompacted *bool `yaml:"history_compacted"`
 }
 
 // CompactionSpec is an agent's compaction policy (docs/compaction.md).

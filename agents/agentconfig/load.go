@@ -185,12 +185,16 @@ func (b *builder) agent(ctx context.Context, field string, s AgentSpec) (*agents
 		return nil, err
 	}
 	a.Info.Capabilities = capabilities(s.Capabilities)
+	if a.Info.Capabilities.Stream == nil {
+		return nil, b.fail(field+".capabilities", "stream_delta, stream_message and stream_none are all off: a client could send no turn")
+	}
 	return a, nil
 }
 
-// capabilities are true of every agent aapd runs: all stream modes and
-// both histories; images and client tools unless the file says otherwise
-// (some local models take no images).
+// capabilities are what every agent aapd runs can do — images of both
+// kinds, client tools, all stream modes, both histories — less what the
+// file turns off (some local models take no images; an agent may keep its
+// compacted history private).
 func capabilities(c CapabilitySpec) *aap.Capabilities {
 	e := &aap.Empty{}
 	on := func(v *bool) *aap.Empty {
@@ -199,9 +203,12 @@ func capabilities(c CapabilitySpec) *aap.Capabilities {
 		}
 		return e
 	}
-	caps := &aap.Capabilities{
-		History: &aap.HistoryCapabilities{Compacted: e, Full: e},
-		Stream:  &aap.StreamCapabilities{Delta: e, Message: e, None: e},
+	caps := &aap.Capabilities{}
+	if h := (aap.HistoryCapabilities{Compacted: on(c.HistoryCompacted), Full: on(c.HistoryFull)}); h != (aap.HistoryCapabilities{}) {
+		caps.History = &h
+	}
+	if s := (aap.StreamCapabilities{Delta: on(c.StreamDelta), Message: on(c.StreamMessage), None: on(c.StreamNone)}); s != (aap.StreamCapabilities{}) {
+		caps.Stream = &s
 	}
 	if t := on(c.ClientTools); t != nil {
 		caps.Application = &aap.ApplicationCapabilities{Tools: t}

@@ -111,6 +111,9 @@ agents:
   - name: local
     model: {provider: openai, base_url: "http://127.0.0.1:1/v1", models: [llama3]}
     capabilities: {image_http: false, image_data: false, client_tools: false}
+  - name: terse
+    model: {provider: echo}
+    capabilities: {image_data: false, stream_delta: false, stream_none: false, history_compacted: false}
 `), testEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +121,22 @@ agents:
 	info := loaded.Agents[0].Info
 	if info.Capabilities.Image != nil || info.Capabilities.Application != nil || info.AcceptsImage("https://x") {
 		t.Errorf("capabilities = %+v", info.Capabilities)
+	}
+	terse := loaded.Agents[1].Info
+	if !terse.AcceptsImage("https://x") || terse.AcceptsImage("data:image/png;base64,AA==") ||
+		terse.SupportsStream(aap.StreamDelta) || terse.SupportsStream(aap.StreamNone) || !terse.SupportsStream(aap.StreamMessage) ||
+		terse.SupportsHistory(aap.HistoryCompacted) || !terse.SupportsHistory(aap.HistoryFull) || !terse.AcceptsClientTools() {
+		t.Errorf("terse capabilities = %+v", terse.Capabilities)
+	}
+	// No stream mode at all is no agent.
+	_, err = agentconfig.Load(context.Background(), write(t, "b.yaml", `
+agents:
+  - name: mute
+    model: {provider: echo}
+    capabilities: {stream_delta: false, stream_message: false, stream_none: false}
+`), testEnv)
+	if err == nil || !strings.Contains(err.Error(), "agents[0].capabilities") {
+		t.Errorf("an agent with no stream mode: %v", err)
 	}
 }
 

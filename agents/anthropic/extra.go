@@ -127,9 +127,11 @@ func assistantBlocks(m agents.Message) []anthropic.ContentBlockParamUnion {
 			}
 		case aap.BlockToolUse:
 			out = append(out, anthropic.NewToolUseBlock(b.ToolCallID, jsonObject(b.Input), b.Name))
+		case aap.BlockImage:
+			// The API takes no images in assistant messages (a seeded
+			// history may put one there): the model is told one was.
+			out = append(out, anthropic.NewTextBlock("[image not shown: an assistant message cannot carry images]"))
 		}
-		// Images are not accepted in assistant messages; AAP never puts
-		// them there.
 	}
 	insertUpTo(int(^uint(0) >> 1))
 	return out

@@ -166,14 +166,21 @@ var mediaTypes = map[string]anthropic.Base64ImageSourceMediaType{
 // text placeholder saying so, rather than failing every later turn of the
 // session over one message of its history.
 func image(url string) (*anthropic.ImageBlockParam, string) {
-	switch {
-	case strings.HasPrefix(url, "https://"):
+	// Schemes are case-insensitive (RFC 3986), and so is ";base64".
+	switch scheme, _, _ := strings.Cut(url, ":"); {
+	case strings.EqualFold(scheme, "https") && strings.HasPrefix(url[len(scheme):], "://"):
 		return &anthropic.ImageBlockParam{Source: anthropic.ImageBlockParamSourceUnion{
 			OfURL: &anthropic.URLImageSourceParam{URL: url},
 		}}, ""
-	case strings.HasPrefix(url, "data:"):
-		meta, data, ok := strings.Cut(strings.TrimPrefix(url, "data:"), ",")
-		mediaType, isBase64 := strings.CutSuffix(meta, ";base64")
+	case strings.EqualFold(scheme, "data"):
+		meta, data, ok := strings.Cut(url[len("data:"):], ",")
+		isBase64 := len(meta) >= len(";base64") && strings.EqualFold(meta[len(meta)-len(";base64"):], ";base64")
+		mediaType := meta
+		if isBase64 {
+			mediaType = meta[:len(meta)-len(";base64")]
+		}
+		// Parameters (";charset=…") are not part of the media type.
+		mediaType, _, _ = strings.Cut(mediaType, ";")
 		mt, known := mediaTypes[strings.ToLower(mediaType)]
 		switch {
 		case !ok || !isBase64:

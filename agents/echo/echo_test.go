@@ -36,7 +36,7 @@ func TestEchoDirectives(t *testing.T) {
 		{"/refuse", aap.StopRefusal, "text", "I can't help with that."},
 		{"/max_tokens\nthis is a long answer", aap.StopMaxTokens, "text", "Echo: this"},
 		{"/words 3", aap.StopEndTurn, "text", "Echo: word1 word2 word3"},
-		{"/tool bad.name {}", aap.StopEndTurn, "text", "Echo: /tool: \"bad.name\" is not a tool name"},
+		{"/tool bad/name {}", aap.StopEndTurn, "text", "Echo: /tool: \"bad/name\" is not a tool name"},
 	}
 	for _, tc := range cases {
 		resp, streamed, err := generate(t, context.Background(), nil, aap.UserMessage(tc.in))

@@ -57,7 +57,21 @@ func messages(system string, history []agents.Message) ([]sdk.ChatCompletionMess
 	if system != "" {
 		out = append(out, sdk.SystemMessage(system))
 	}
+	// Chat completions takes no images in tool messages: a tool result's
+	// images follow the run of tool messages it is part of, in one user
+	// message (a user message between the results of one assistant
+	// message's calls would be refused).
+	var toolImages []sdk.ChatCompletionContentPartUnionParam
+	flushImages := func() {
+		if len(toolImages) > 0 {
+			out = append(out, sdk.UserMessage(toolImages))
+			toolImages = nil
+		}
+	}
 	for i, m := range history {
+		if m.Role != aap.RoleTool {
+			flushImages()
+		}
 		switch m.Role {
 		case aap.RoleSystem:
 			out = append(out, sdk.SystemMessage(m.Content.PlainText()))
@@ -68,12 +82,42 @@ func messages(system string, history []agents.Message) ([]sdk.ChatCompletionMess
 				out = append(out, msg)
 			}
 		case aap.RoleTool:
-			out = append(out, sdk.ToolMessage(flatten(m.Content, "a tool result"), m.ToolCallID))
+			text, images := toolResult(m.Message, len(toolImages))
+			out = append(out, sdk.ToolMessage(text, m.ToolCallID))
+			toolImages = append(toolImages, images...)
 		default:
 			return nil, fmt.Errorf("openai: history message %d: role %q cannot be sent to a model", i, m.Role)
 		}
 	}
+	flushImages()
 	return out, nil
+}
+
+// toolResult maps a tool message to the text of its tool message and the
+// content parts of its images, which follow in a user message: the text
+// says where each image went, and the user message says which result each
+// image belongs to. seen is the number of image parts already waiting.
+func toolResult(m aap.Message, seen int) (string, []sdk.ChatCompletionContentPartUnionParam) {
+	if !m.Content.IsBlocks() {
+		return m.Content.Text, nil
+	}
+	var (
+		parts  []string
+		images []sdk.ChatCompletionContentPartUnionParam
+	)
+	for _, b := range m.Content.Blocks {
+		switch b.Type {
+		case aap.BlockText:
+			parts = append(parts, b.Text)
+		case aap.BlockImage:
+			n := (seen+len(images))/2 + 1
+			parts = append(parts, fmt.Sprintf("[image %d of the tool results: it follows in the next user message]", n))
+			images = append(images,
+				sdk.TextContentPart(fmt.Sprintf("Image %d of the tool results (tool call %s):", n, m.ToolCallID)),
+				sdk.ImageContentPart(sdk.ChatCompletionContentPartImageImageURLParam{URL: b.URL}))
+		}
+	}
+	return strings.Join(parts, "\n"), images
 }
 
 // userMessage sends plain text as a string, which every compatible server

@@ -70,7 +70,13 @@ func TestRequestBody(t *testing.T) {
 	    ]},
 	    {"role": "tool", "tool_call_id": "call_a", "content": "18°C, cloudy"},
 	    {"role": "tool", "tool_call_id": "call_b", "content":
-	      "2025-01-01T09:00:00+09:00\n[image not shown: a tool result cannot carry images (https://example.com/clock.png)]\n[image not shown: a tool result cannot carry images (inline image/png data)]"},
+	      "2025-01-01T09:00:00+09:00\n[image 1 of the tool results: it follows in the next user message]\n[image 2 of the tool results: it follows in the next user message]"},
+	    {"role": "user", "content": [
+	      {"type": "text", "text": "Image 1 of the tool results (tool call call_b):"},
+	      {"type": "image_url", "image_url": {"url": "https://example.com/clock.png"}},
+	      {"type": "text", "text": "Image 2 of the tool results (tool call call_b):"},
+	      {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+	    ]},
 	    {"role": "user", "content": [
 	      {"type": "text", "text": "What is in these pictures?"},
 	      {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
@@ -98,6 +104,51 @@ func TestRequestBody(t *testing.T) {
 	}
 	if a := got.header.Get("Authorization"); a != "" {
 		t.Errorf("Authorization %q sent without a key", a)
+	}
+}
+
+// TestImagesInToolResultsFollowInAUserMessage: chat completions takes no
+// images in tool messages, so they are sent in a user message after the
+// last result of the assistant message's calls (between two results it
+// would be refused), each labelled with its tool call.
+func TestImagesInToolResultsFollowInAUserMessage(t *testing.T) {
+	f := newFake(t, okStream)
+	m, _ := f.model(Config{DefaultModel: "gpt-test"})
+	img := func(url string) aap.ContentBlock { return aap.ContentBlock{Type: aap.BlockImage, URL: url} }
+	req := agents.ModelRequest{Messages: agents.Messages(
+		aap.UserMessage("Screenshot both windows."),
+		aap.AssistantMessage(
+			aap.ToolUseBlock(aap.ToolCall{ToolCallID: "c1", Name: "shot", Input: json.RawMessage(`{}`)}),
+			aap.ToolUseBlock(aap.ToolCall{ToolCallID: "c2", Name: "shot", Input: json.RawMessage(`{}`)}),
+		),
+		aap.Message{Role: aap.RoleTool, ToolCallID: "c1", Content: aap.BlockContent(img("https://example.com/a.png"))},
+		aap.Message{Role: aap.RoleTool, ToolCallID: "c2", Content: aap.BlockContent(aap.TextBlock("window 2"), img("data:image/png;base64,iVBORw0KGgo="))},
+	)}
+	if _, err := m.Generate(context.Background(), req, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := `[
+	  {"role": "user", "content": "Screenshot both windows."},
+	  {"role": "assistant", "tool_calls": [
+	    {"id": "c1", "type": "function", "function": {"name": "shot", "arguments": "{}"}},
+	    {"id": "c2", "type": "function", "function": {"name": "shot", "arguments": "{}"}}
+	  ]},
+	  {"role": "tool", "tool_call_id": "c1", "content": "[image 1 of the tool results: it follows in the next user message]"},
+	  {"role": "tool", "tool_call_id": "c2", "content": "window 2\n[image 2 of the tool results: it follows in the next user message]"},
+	  {"role": "user", "content": [
+	    {"type": "text", "text": "Image 1 of the tool results (tool call c1):"},
+	    {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+	    {"type": "text", "text": "Image 2 of the tool results (tool call c2):"},
+	    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+	  ]}
+	]`
+	var wantMsgs any
+	if err := json.Unmarshal([]byte(want), &wantMsgs); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.last().body["messages"]; !reflect.DeepEqual(got, wantMsgs) {
+		gotJSON, _ := json.MarshalIndent(got, "", "  ")
+		t.Errorf("messages:\n%s", gotJSON)
 	}
 }
 

@@ -350,7 +350,7 @@ func TestTurnsAreListedWithTheirRecords(t *testing.T) {
 	if len(page.Turns) != 2 || page.Next == "" {
 		t.Fatalf("page 1 = %+v", page)
 	}
-	if page.Turns[0].Status != "failed" || page.Turns[0].StopReason != aap.StopError || page.Turns[0].Error == "" {
+	if page.Turns[0].Status != "failed" || page.Turns[0].StopReason != aap.StopError || page.Turns[0].Error == nil || page.Turns[0].Error.Type != aap.TurnErrorModel {
 		t.Errorf("failed turn = %+v", page.Turns[0])
 	}
 	if page.Turns[1].StopReason != aap.StopToolUse || page.Turns[1].Status != "completed" || page.Turns[1].DurationMs == nil {

@@ -129,6 +129,7 @@ func TestTenantIsolation(t *testing.T) {
 		{"get session", "GET", "/sessions/{id}", nil},
 		{"full history", "GET", "/sessions/{id}/history?type=full", nil},
 		{"compacted history", "GET", "/sessions/{id}/history?type=compacted", nil},
+		{"session event log", "GET", "/sessions/{id}/events", nil},
 		{"user turn, stream omitted", "POST", "/sessions/{id}/turns", userTurn("")},
 		{"user turn, stream none", "POST", "/sessions/{id}/turns", userTurn("none")},
 		{"user turn, stream delta", "POST", "/sessions/{id}/turns", userTurn("delta")},

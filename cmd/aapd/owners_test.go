@@ -59,6 +59,7 @@ func TestEndUsersSeeOnlyTheirOwnSessions(t *testing.T) {
 		{"list turns", "GET", "/sessions/{id}/turns", nil},
 		{"get turn", "GET", "/sessions/{id}/turns/{turn}", nil},
 		{"follow turn events", "GET", "/sessions/{id}/turns/{turn}/events", nil},
+		{"session event log", "GET", "/sessions/{id}/events", nil},
 		{"cancel turn", "POST", "/sessions/{id}/turns/{turn}/cancel", nil},
 		{"compact", "POST", "/sessions/{id}/compact", nil},
 		{"list compactions", "GET", "/sessions/{id}/compactions", nil},

@@ -12,6 +12,7 @@ import (
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/agents"
+	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/store/storetest"
 )
 
@@ -140,6 +141,13 @@ func TestSessionLifecycle(t *testing.T) {
 		},
 		"tools": []any{map[string]any{"name": "get_weather", "description": "Weather",
 			"parameters": map[string]any{"type": "object", "properties": map[string]any{"location": map[string]any{"type": "string"}}}}},
+	}
+	// Extensions (docs/protocols.md) only add members.
+	for _, ext := range []string{"createdAt", "updatedAt", "status"} {
+		if _, ok := got[ext]; !ok {
+			t.Errorf("GET session has no %s: %v", ext, got)
+		}
+		delete(got, ext)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("GET session =\n%v\nwant\n%v", got, want)
@@ -621,5 +629,36 @@ func TestStreamsSendKeepAliveCommentsWhileIdle(t *testing.T) {
 	}
 	if !strings.HasSuffix(string(body), "event: turn_stop\ndata: {\"stopReason\":\"end_turn\"}\n\n") {
 		t.Errorf("stream did not end with turn_stop: %q", body)
+	}
+}
+
+// Extension (docs/protocols.md): a failed turn says why, with the same
+// error object on its turn_stop, its record and its stream "none" answer.
+func TestFailedTurnStopCarriesAnErrorObject(t *testing.T) {
+	s := startServer(t)
+	c := s.newTenant(t)
+	sid := c.echoSession(nil)
+	res, events := c.stream(sid, streamUser("delta", "/error boom"))
+	last := events[len(events)-1].parse(t)
+	if last.Type != aap.EventTurnStop || last.StopReason != aap.StopError || last.Error == nil {
+		t.Fatalf("last event = %+v", last)
+	}
+	if last.Error.Type != aap.TurnErrorModel || !strings.Contains(last.Error.Message, "boom") {
+		t.Errorf("turn_stop error = %+v, want a model_error that says boom", last.Error)
+	}
+	var info httpapi.TurnInfo
+	c.do("GET", "/sessions/"+sid+"/turns/"+res.Header.Get(httpapi.TurnIDHeader), nil).expect(t, http.StatusOK).json(t, &info)
+	if info.Status != "failed" || info.Error == nil || *info.Error != *last.Error {
+		t.Errorf("record = %+v, error %+v; want the turn_stop's %+v", info, info.Error, last.Error)
+	}
+	var resp aap.TurnResponse
+	c.do("POST", "/sessions/"+sid+"/turns", user("/error again")).expect(t, http.StatusOK).json(t, &resp)
+	if resp.StopReason != aap.StopError || resp.Error == nil || resp.Error.Type != aap.TurnErrorModel {
+		t.Errorf("stream none answer = %+v", resp)
+	}
+	// A turn that did not fail has no error object.
+	_, events = c.stream(sid, streamUser("message", "fine"))
+	if e := events[len(events)-1]; strings.Contains(e.Data, "error") {
+		t.Errorf("turn_stop of a good turn = %s", e.Data)
 	}
 }

@@ -30,7 +30,8 @@ func TestReadOnlyKeysCanReadButNotWrite(t *testing.T) {
 	ro := s.keyWithScopes(t, tenant, "sessions:read")
 
 	for _, path := range []string{"/sessions", "/sessions/" + sid, "/sessions/" + sid + "/history?type=full",
-		"/sessions/" + sid + "/turns", "/sessions/" + sid + "/turns/" + turn, "/sessions/" + sid + "/compactions"} {
+		"/sessions/" + sid + "/turns", "/sessions/" + sid + "/turns/" + turn, "/sessions/" + sid + "/compactions",
+		"/sessions/" + sid + "/events"} {
 		ro.do("GET", path, nil).expect(t, http.StatusOK)
 	}
 	// Following a finished turn's events from its end is a read too.
@@ -59,7 +60,8 @@ func TestWriteOnlyKeysCanWriteButNotRead(t *testing.T) {
 	wo := s.keyWithScopes(t, tenant, "sessions:write")
 	sid := wo.echoSession(nil)
 	wo.say(sid, "hello")
-	for _, path := range []string{"/sessions", "/sessions/" + sid, "/sessions/" + sid + "/history?type=full", "/sessions/" + sid + "/turns"} {
+	for _, path := range []string{"/sessions", "/sessions/" + sid, "/sessions/" + sid + "/history?type=full", "/sessions/" + sid + "/turns",
+		"/sessions/" + sid + "/events"} {
 		expectInsufficientScope(t, wo.do("GET", path, nil), "sessions:read")
 	}
 	// A key with no scope at all can do nothing.
