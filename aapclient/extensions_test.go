@@ -119,8 +119,11 @@ func TestExtensionShapes(t *testing.T) {
 		MessagesBefore: 9, MessagesAfter: 2, TokensBefore: 900, TokensAfter: 200,
 	}}, &aapclient.CompactResult{})
 	check("SessionList", httpapi.SessionList{Next: "c", Sessions: []httpapi.SessionRecord{
-		{SessionInfo: aap.SessionInfo{SessionID: "sess_1", Agent: aap.AgentConfig{Name: "echo", Options: map[string]string{"token": "***"}}}, Owner: "user1"},
-		{SessionInfo: aap.SessionInfo{SessionID: "sess_2", Agent: aap.AgentConfig{Name: "echo"}, Tools: []aap.ToolSpec{{Name: "t", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`)}}}},
+		{SessionInfo: aap.SessionInfo{SessionID: "sess_1", Agent: aap.AgentConfig{Name: "echo", Options: map[string]string{"token": "***"}}}, Owner: "user1",
+			CreatedAt: finished.Add(-time.Hour), UpdatedAt: finished, Status: "requires_action",
+			Pending: []httpapi.PendingCall{{ToolCallID: "call_1", Name: "t", Input: json.RawMessage(`{"a":1}`), Awaiting: httpapi.AwaitingResult}}},
+		{SessionInfo: aap.SessionInfo{SessionID: "sess_2", Agent: aap.AgentConfig{Name: "echo"}, Tools: []aap.ToolSpec{{Name: "t", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`)}}},
+			CreatedAt: finished, UpdatedAt: finished, Status: "idle"},
 	}}, &aapclient.SessionList{})
 	check("CompactResponse unchanged", httpapi.CompactResponse{Tokens: 12, Reason: "below the threshold"}, &aapclient.CompactResult{})
 	if aapclient.TurnIDHeader != httpapi.TurnIDHeader || aapclient.ReplayedHeader != httpapi.ReplayedHeader ||

@@ -2,11 +2,13 @@ package aapclient
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/aapd/aapd/aap"
 )
@@ -40,6 +42,26 @@ type Session struct {
 	// Owner is the sub of the end-user token that created the session
 	// (aapd, docs/tenancy.md); empty for a session created with an API key.
 	Owner string `json:"owner,omitempty"`
+	// CreatedAt and UpdatedAt are aapd's dashboard fields (docs/protocols.md);
+	// nil from a server that does not send them.
+	CreatedAt *time.Time `json:"createdAt,omitempty"`
+	UpdatedAt *time.Time `json:"updatedAt,omitempty"`
+	// Status is aapd's: running, requires_action or idle.
+	Status string `json:"status,omitempty"`
+	// Pending are the tool calls the session waits on the client for
+	// (aapd, docs/protocols.md): what a client that lost its state must
+	// answer.
+	Pending []PendingCall `json:"pending,omitempty"`
+}
+
+// PendingCall is a tool call a session waits on the client for.
+type PendingCall struct {
+	ToolCallID string          `json:"toolCallId"`
+	Name       string          `json:"name"`
+	Input      json.RawMessage `json:"input"`
+	// Awaiting is "result" (a client tool's result) or "permission" (a
+	// tool_permission for an untrusted server tool).
+	Awaiting string `json:"awaiting"`
 }
 
 // SessionList is a page of sessions, newest first.
