@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"testing"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -126,4 +127,19 @@ func execOn(ctx context.Context, u, sql string, args ...any) error {
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, sql, args...)
 	return err
+}
+
+// CitusWorkerURL returns the URL of the package's test database on a
+// worker node of the Citus cluster (make test-citus); the test is skipped
+// on plain PostgreSQL.
+func CitusWorkerURL(t testing.TB) string {
+	t.Helper()
+	if !citus {
+		t.Skip("needs a Citus cluster (make test-citus)")
+	}
+	u, err := onNode(URL(t), citusWorkers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
