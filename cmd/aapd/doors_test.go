@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"reflect"
+	"testing"
+
+	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/aapclient"
+	"github.com/aapd/aapd/httpapi/agui"
+)
+
+// One conversation, every door (docs/protocols.md): a session started over
+// AAP v1 is continued over AAP v3 and over AG-UI, and every door then reads
+// the same history; the session event log holds the three turns, whichever
+// door sent them, in order.
+func TestOneConversationThroughEveryDoor(t *testing.T) {
+	t.Parallel()
+	s := startParallelServer(t)
+	c := s.newTenant(t)
+
+	sid := c.v1Create(v1Put("", "over v1")).SessionID
+	c.say(sid, "over v3")
+	run := c.runAGUI("echo", map[string]any{"threadId": sid, "messages": []any{aguiUser("ag-1", "over AG-UI")}})
+	run.expect(t, http.StatusOK)
+	if got := run.Header.Get(agui.SessionIDHeader); got != sid {
+		t.Fatalf("AG-UI ran on session %q, want %q", got, sid)
+	}
+	if last := run.last(); last.Type() != "RUN_FINISHED" {
+		t.Fatalf("AG-UI run ended with %s", last.Type())
+	}
+
+	full := c.history(sid, aap.HistoryFull)
+	var texts []string
+	for _, m := range full {
+		texts = append(texts, m.Content.PlainText())
+	}
+	want := []string{"over v1", "Echo: over v1", "over v3", "Echo: over v3", "over AG-UI", "Echo: over AG-UI"}
+	if !reflect.DeepEqual(texts, want) {
+		t.Fatalf("v3 full history = %q, want %q", texts, want)
+	}
+	v1Sess, _ := c.v1Get(sid)
+	if !reflect.DeepEqual(v1Sess.History.Full, full) {
+		t.Errorf("v1 reads %+v, v3 %+v", v1Sess.History.Full, full)
+	}
+
+	var turns []string
+	for _, e := range c.eventPages(sid, 100) {
+		if e.Event == aap.EventTurnStart {
+			turns = append(turns, e.TurnID)
+		}
+	}
+	page, err := c.api().ListTurns(context.Background(), sid, aapclient.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := page.Turns
+	if len(turns) != 3 || len(records) != 3 {
+		t.Fatalf("event log turns %v, turn records %d; want the 3 turns of the 3 doors", turns, len(records))
+	}
+	for i, rec := range records { // newest first
+		if got := turns[len(turns)-1-i]; got != rec.TurnID {
+			t.Errorf("event log turn %d is %s, the records say %s", len(turns)-1-i, got, rec.TurnID)
+		}
+	}
+}
