@@ -71,7 +71,14 @@ func writeJSONNode(buf *bytes.Buffer, n *yaml.Node) error {
 		return writeJSONNode(buf, n.Alias)
 	case yaml.MappingNode:
 		buf.WriteByte('{')
+		seen := make(map[string]int, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
+			// A key given twice would be served twice, and JSON readers
+			// disagree on which one wins.
+			if line, dup := seen[n.Content[i].Value]; dup {
+				return fmt.Errorf("yaml: line %d: key %q already defined at line %d", n.Content[i].Line, n.Content[i].Value, line)
+			}
+			seen[n.Content[i].Value] = n.Content[i].Line
 			if i > 0 {
 				buf.WriteByte(',')
 			}

@@ -55,3 +55,12 @@ func TestYAMLToJSON(t *testing.T) {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }
+
+// A key given twice (as a merge that interleaves two branches' paths can
+// leave it) is an error, not a document served with the key twice.
+func TestYAMLToJSONRefusesDuplicateKeys(t *testing.T) {
+	_, err := yamlToJSON([]byte("paths:\n  /a:\n    get: {}\n    get: {}\n"))
+	if err == nil || !strings.Contains(err.Error(), `key "get" already defined at line 3`) {
+		t.Errorf("err = %v, want the duplicate key named", err)
+	}
+}
