@@ -279,12 +279,6 @@ const sessionColumns = `tenant_id::text, id, agent_name, agent_tools, options, s
 // a live turn holds it (Session.TurnLive) is judged by markLiveTurns.
 const sessionReadColumns = sessionColumns + `, lease_expires_at, lease_owner`
 
-// claimRead is a session's claim as read, for markLiveTurns.
-type claimRead struct {
-	lease *time.Time
-	owner *int32
-}
-
 // scanSessionRead scans a row of sessionReadColumns.
 func (s *Store) scanSessionRead(row interface{ Scan(...any) error }) (Session, claimRead, error) {
 	var c claimRead
@@ -299,30 +293,23 @@ func (s *Store) scanSessionRead(row interface{ Scan(...any) error }) (Session, c
 // coordinator's), and only when a session has an active turn.
 func (s *Store) markLiveTurns(ctx context.Context, sessions []Session, claims []claimRead) error {
 	var (
-		at     []int
-		leases []*time.Time
-		owners []*int32
+		at   []int
+		held []claimRead
 	)
 	for i := range sessions {
 		if sessions[i].ActiveTurnID != "" {
-			at, leases, owners = append(at, i), append(leases, claims[i].lease), append(owners, claims[i].owner)
+			at, held = append(at, i), append(held, claims[i])
 		}
 	}
 	if len(at) == 0 {
 		return nil
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT c.l IS NOT NULL AND c.l >= now() AND c.o IS NOT NULL AND aapd_instance_alive(c.o)
-		FROM unnest($1::timestamptz[], $2::integer[]) WITH ORDINALITY AS c(l, o, i) ORDER BY c.i`, leases, owners)
+	verdicts, err := claimStates(ctx, s.pool, held)
 	if err != nil {
-		return interpretError(err)
-	}
-	live, err := pgx.CollectRows(rows, pgx.RowTo[bool])
-	if err != nil {
-		return interpretError(err)
+		return err
 	}
 	for k, i := range at {
-		sessions[i].TurnLive = k < len(live) && live[k]
+		sessions[i].TurnLive = !verdicts[k].expired && !verdicts[k].dead
 	}
 	return nil
 }
