@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/aapd/aapd/httpapi/admin"
@@ -131,4 +133,25 @@ func subcommand(ctx context.Context, group string, args []string, stdout, stderr
 		return &usageError{fmt.Sprintf("%s: unknown subcommand %q (want %s)", group, args[0], names)}
 	}
 	return cliError(run(ctx, args[1:], stdout, stderr))
+}
+
+// printPages writes a table to out: its header's columns, then a row for
+// each item of every page, fetching page after page until the last (a
+// page's next cursor is empty on the last).
+func printPages[T any](out io.Writer, header []string, page func(cursor string) (items []T, next string, err error), row func(T) []string) error {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for cursor := ""; ; {
+		items, next, err := page(cursor)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			fmt.Fprintln(tw, strings.Join(row(it), "\t"))
+		}
+		if cursor = next; cursor == "" {
+			break
+		}
+	}
+	return tw.Flush()
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/aapd/aapd/httpapi/admin"
@@ -66,25 +65,18 @@ func issuersList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer c.close()
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tISSUER\tAUDIENCE\tKEYS\tCREATED")
-	for cursor := ""; ; {
-		page, err := svc.ListIssuers(ctx, *c.tenant, cursor, admin.MaxPageLimit)
-		if err != nil {
-			return err
-		}
-		for _, i := range page.Issuers {
+	return printPages(stdout, []string{"ID", "ISSUER", "AUDIENCE", "KEYS", "CREATED"},
+		func(cursor string) ([]admin.Issuer, string, error) {
+			page, err := svc.ListIssuers(ctx, *c.tenant, cursor, admin.MaxPageLimit)
+			return page.Issuers, page.NextCursor, err
+		},
+		func(i admin.Issuer) []string {
 			keys := i.JWKSURL
 			if keys == "" {
 				keys = strconv.Itoa(len(i.PublicKeys)) + " PEM"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", i.ID, i.Issuer, i.Audience, keys, i.CreatedAt.Format(time.RFC3339))
-		}
-		if cursor = page.NextCursor; cursor == "" {
-			break
-		}
-	}
-	return tw.Flush()
+			return []string{i.ID, i.Issuer, i.Audience, keys, i.CreatedAt.Format(time.RFC3339)}
+		})
 }
 
 func issuersRemove(ctx context.Context, args []string, stdout, stderr io.Writer) error {

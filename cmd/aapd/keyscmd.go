@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/aapd/aapd/httpapi/admin"
@@ -63,22 +62,15 @@ func keysList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer c.close()
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tSCOPES\tCREATED\tEXPIRES\tLAST USED\tREVOKED")
-	for cursor := ""; ; {
-		page, err := svc.ListKeys(ctx, *c.tenant, cursor, admin.MaxPageLimit)
-		if err != nil {
-			return err
-		}
-		for _, k := range page.Keys {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix+"…", orDash(k.Label), orDash(strings.Join(k.Scopes, ",")),
-				k.CreatedAt.Format(time.RFC3339), timeOrDash(k.ExpiresAt), timeOrDash(k.LastUsedAt), timeOrDash(k.RevokedAt))
-		}
-		if cursor = page.NextCursor; cursor == "" {
-			break
-		}
-	}
-	return tw.Flush()
+	return printPages(stdout, []string{"ID", "PREFIX", "NAME", "SCOPES", "CREATED", "EXPIRES", "LAST USED", "REVOKED"},
+		func(cursor string) ([]admin.Key, string, error) {
+			page, err := svc.ListKeys(ctx, *c.tenant, cursor, admin.MaxPageLimit)
+			return page.Keys, page.NextCursor, err
+		},
+		func(k admin.Key) []string {
+			return []string{k.ID, k.Prefix + "…", orDash(k.Label), orDash(strings.Join(k.Scopes, ",")),
+				k.CreatedAt.Format(time.RFC3339), timeOrDash(k.ExpiresAt), timeOrDash(k.LastUsedAt), timeOrDash(k.RevokedAt)}
+		})
 }
 
 // keysRevoke revokes a key by id; --tenant is optional, the id is unique.

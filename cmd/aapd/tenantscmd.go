@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/aapd/aapd/httpapi/admin"
@@ -45,21 +44,12 @@ func tenantsList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer c.close()
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tCREATED")
-	for cursor := ""; ; {
-		page, err := svc.ListTenants(ctx, cursor, admin.MaxPageLimit)
-		if err != nil {
-			return err
-		}
-		for _, t := range page.Tenants {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.Format(time.RFC3339))
-		}
-		if cursor = page.NextCursor; cursor == "" {
-			break
-		}
-	}
-	return tw.Flush()
+	return printPages(stdout, []string{"ID", "NAME", "CREATED"},
+		func(cursor string) ([]admin.Tenant, string, error) {
+			page, err := svc.ListTenants(ctx, cursor, admin.MaxPageLimit)
+			return page.Tenants, page.NextCursor, err
+		},
+		func(t admin.Tenant) []string { return []string{t.ID, t.Name, t.CreatedAt.Format(time.RFC3339)} })
 }
 
 // tenantsDelete deletes a tenant with its sessions, keys and issuers.
