@@ -79,7 +79,8 @@ type Config struct {
 	// has been received, so output is never duplicated. Zero means
 	// DefaultMaxRetries; negative disables retries.
 	MaxRetries int
-	// HTTPClient sends the requests (http.DefaultClient if nil).
+	// HTTPClient sends the requests; nil uses agents.ProviderHTTPClient,
+	// which keeps enough idle connections for many turns at once.
 	HTTPClient *http.Client
 }
 
@@ -154,9 +155,11 @@ func New(cfg Config) (*Model, error) {
 		// after it started, and cannot tell whether output was delivered.
 		option.WithMaxRetries(0),
 	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	client := cfg.HTTPClient
+	if client == nil {
+		client = agents.ProviderHTTPClient()
 	}
+	opts = append(opts, option.WithHTTPClient(client))
 	m.client = anthropic.NewClient(opts...)
 	return m, nil
 }

@@ -74,7 +74,8 @@ type Config struct {
 	// streamed to the client, so output is never duplicated. 0 disables
 	// retries; 2 or 3 suit most deployments.
 	MaxRetries int
-	// HTTPClient sends the requests; nil uses a plain http.Client. Its
+	// HTTPClient sends the requests; nil uses agents.ProviderHTTPClient,
+	// which keeps enough idle connections for many turns at once. Its
 	// Timeout, if set, is a total deadline that also cuts long answers.
 	HTTPClient *http.Client
 }
@@ -114,7 +115,7 @@ func New(cfg Config) (*Model, error) {
 	}
 	client := cfg.HTTPClient
 	if client == nil {
-		client = &http.Client{}
+		client = agents.ProviderHTTPClient()
 	}
 	opts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),
