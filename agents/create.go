@@ -60,7 +60,7 @@ func (r *Runner) CreateAndStart(ctx context.Context, p CreateParams) (*Handle, e
 		return nil, err
 	}
 	plain, secret := agent.SplitOptions(p.Session.Agent.Options)
-	sess, replayed, err := r.store.SessionCreate(ctx, store.SessionCreateParams{
+	sess, replayed, err := r.CreateSession(ctx, store.SessionCreateParams{
 		TenantID: p.TenantID, Owner: p.Owner, AgentName: agent.Info.Name,
 		AgentTools: p.Session.Agent.Tools, Options: plain, SecretOptions: secret,
 		ClientTools: p.Session.Tools, Messages: p.Session.Messages,
@@ -82,6 +82,24 @@ func (r *Runner) CreateAndStart(ctx context.Context, p CreateParams) (*Handle, e
 	return h, err
 }
 
+// CreateSession stores a new session (store.Store.SessionCreate). The
+// process remembers it as it remembers a session at the end of a turn, so
+// that the session's first turn here claims it in one round trip.
+func (r *Runner) CreateSession(ctx context.Context, p store.SessionCreateParams) (store.Session, bool, error) {
+	sess, replayed, err := r.store.SessionCreate(ctx, p)
+	if err != nil || replayed || sess.Version.IsZero() {
+		return sess, replayed, err
+	}
+	history := make([]Message, len(p.Messages))
+	for i, m := range p.Messages {
+		history[i] = Message{Message: m}
+	}
+	seeded := int64(len(p.Messages))
+	r.cache.put(cacheKey(sess.TenantID, sess.ID), 0, seeded, history,
+		&store.KnownSession{Session: sess, LastSeq: seeded, Version: sess.Version})
+	return sess, false, nil
+}
+
 // DeleteSession deletes a session of the tenant (of the end user owner, if
 // not "") with its histories and turns, and stops the turn running on it:
 // here at once, elsewhere through a notification (and, failing that, that
@@ -91,6 +109,7 @@ func (r *Runner) DeleteSession(ctx context.Context, tenantID, owner, id string) 
 	if err != nil {
 		return err
 	}
+	r.cache.drop(cacheKey(tenantID, id))
 	if active != "" && !r.Stop(active) {
 		if err := r.store.Notify(ctx, store.CancelChannel, active); err != nil {
 			r.log.WarnContext(ctx, "notify cancel", "turn", active, "err", err)

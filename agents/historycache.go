@@ -3,6 +3,8 @@ package agents
 import (
 	"container/list"
 	"sync"
+
+	"github.com/aapd/aapd/store"
 )
 
 // historyCacheSize is how many sessions' compacted histories a process
@@ -14,6 +16,10 @@ const historyCacheSize = 4096
 // since (by any process) instead of the whole history. An entry is valid
 // for a compaction version: a compaction, which rewrites the history,
 // moves the version and the next turn reads the history whole.
+//
+// An entry made at the end of a turn also keeps the session as that end
+// wrote it (known): while nothing else writes the session, its next turn
+// here claims it without reading anything (store.TurnBeginParams.Known).
 type historyCache struct {
 	mu      sync.Mutex
 	entries map[string]*list.Element
@@ -25,6 +31,7 @@ type cachedHistory struct {
 	version  int64
 	upTo     int64
 	messages []Message
+	known    *store.KnownSession
 }
 
 func newHistoryCache() *historyCache {
@@ -37,23 +44,23 @@ func cacheKey(tenantID, sessionID string) string { return tenantID + "/" + sessi
 // appends go past the cached length, in place when there is room, which
 // only the session's next turn does (one turn at a time holds a session),
 // so a turn costs no copy of its history.
-func (c *historyCache) get(key string) (version, upTo int64, messages []Message, ok bool) {
+func (c *historyCache) get(key string) cachedHistory {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.entries[key]
 	if !ok {
-		return 0, 0, nil, false
+		return cachedHistory{}
 	}
 	c.order.MoveToFront(el)
-	h := el.Value.(*cachedHistory)
-	return h.version, h.upTo, h.messages, true
+	return *el.Value.(*cachedHistory)
 }
 
-// put remembers a session's history as it is after a turn.
-func (c *historyCache) put(key string, version, upTo int64, messages []Message) {
+// put remembers a session's history as it is after a turn, and the
+// session as the turn's end wrote it (nil if unknown).
+func (c *historyCache) put(key string, version, upTo int64, messages []Message, known *store.KnownSession) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := &cachedHistory{key: key, version: version, upTo: upTo, messages: messages}
+	h := &cachedHistory{key: key, version: version, upTo: upTo, messages: messages, known: known}
 	if el, ok := c.entries[key]; ok {
 		el.Value = h
 		c.order.MoveToFront(el)

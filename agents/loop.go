@@ -56,6 +56,21 @@ type turnRun struct {
 	done    chan struct{}
 	// span is the turn's span (trace.go).
 	span trace.Span
+	// written is the version of the session's row the turn's end wrote
+	// (zero if unknown).
+	written store.SessionVersion
+}
+
+// known is the session as the turn's end wrote it, for the session's next
+// turn in this process (store.TurnBeginParams.Known); nil if the end's
+// write is not known.
+func (t *turnRun) known() *store.KnownSession {
+	if t.written.IsZero() {
+		return nil
+	}
+	sess := t.session
+	sess.Pending, sess.ActiveTurnID = t.pending, ""
+	return &store.KnownSession{Session: sess, LastSeq: t.lastSeq, CompactionVersion: t.version, Version: t.written}
 }
 
 // contextUsage is the provider's last report, as compaction reads it.

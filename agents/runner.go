@@ -239,7 +239,7 @@ func (r *Runner) work(p StartParams, started chan<- startOutcome, release func()
 // turn is run like any other.
 func (r *Runner) claim(life context.Context, ref store.TurnRef, p StartParams) (*turnRun, store.TurnBegun, error) {
 	key := cacheKey(ref.TenantID, ref.SessionID)
-	version, upTo, cached, _ := r.cache.get(key)
+	cached := r.cache.get(key)
 	var (
 		agent *Agent
 		plan  store.TurnPlan
@@ -248,7 +248,7 @@ func (r *Runner) claim(life context.Context, ref store.TurnRef, p StartParams) (
 		TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: ref.TurnID, Stream: p.Request.Mode(),
 		Owner: r.cfg.Owner(), Lease: r.cfg.Lease, SessionOwner: p.Owner,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
-		CachedVersion: version, CachedUpTo: upTo,
+		CachedVersion: cached.version, CachedUpTo: cached.upTo, Known: cached.known,
 		Prepare: func(sess store.Session) (store.TurnPlan, error) {
 			var ok bool
 			if agent, ok = r.cfg.Agents.Get(sess.AgentName); !ok {
@@ -279,7 +279,7 @@ func (r *Runner) claim(life context.Context, ref store.TurnRef, p StartParams) (
 		return nil, begun, err
 	}
 
-	history := cached
+	history := cached.messages
 	if begun.HistoryWhole {
 		history = nil
 		r.cache.drop(key)
@@ -373,7 +373,7 @@ func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, 
 		return
 	}
 	run.stream.finish()
-	r.cache.put(key, run.version, run.lastSeq, run.history)
+	r.cache.put(key, run.version, run.lastSeq, run.history, run.known())
 	close(run.done)
 	// The answer is out; compacting (perhaps with a model) follows it.
 	if status == store.TurnCompleted {
@@ -397,7 +397,10 @@ func (r *Runner) finish(logCtx context.Context, run *turnRun, status store.TurnS
 		p.ErrorType, p.Error = run.turnErr.Type, run.turnErr.Message
 	}
 	life := r.lifeOf(run)
-	err := r.retry(life, 0, func() error { return r.store.TurnFinish(life, p) })
+	err := r.retry(life, 0, func() (err error) {
+		run.written, err = r.store.TurnFinish(life, p)
+		return err
+	})
 	if err == nil || errors.Is(err, store.ErrClaimLost) || errors.Is(err, store.ErrUnavailable) || r.life.Err() != nil {
 		if err != nil {
 			r.log.WarnContext(logCtx, "record turn end", "err", err)
@@ -414,7 +417,10 @@ func (r *Runner) finish(logCtx context.Context, run *turnRun, status store.TurnS
 	shown := max(recorded, 1)
 	p.Events = append(events[:shown:shown], aap.TurnStopError(*run.turnErr))
 	run.stop = aap.StopError
-	if err := r.retry(life, 0, func() error { return r.store.TurnFinish(life, p) }); err != nil {
+	if err := r.retry(life, 0, func() (err error) {
+		_, err = r.store.TurnFinish(life, p)
+		return err
+	}); err != nil {
 		r.log.ErrorContext(logCtx, "record bare turn failure", "err", err)
 		return err
 	}

@@ -41,7 +41,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	plain, secret := agent.SplitOptions(req.Agent.Options)
-	sess, replayed, err := s.cfg.Store.SessionCreate(r.Context(), store.SessionCreateParams{
+	sess, replayed, err := s.cfg.Runner.CreateSession(r.Context(), store.SessionCreateParams{
 		TenantID:       tenantOf(r),
 		Owner:          ownerOf(r),
 		AgentName:      agent.Info.Name,

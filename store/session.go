@@ -44,6 +44,9 @@ type Session struct {
 	// process is alive and its lease unexpired. Only SessionGetOwned and
 	// SessionList fill it.
 	TurnLive bool
+	// Version is the version of the row SessionCreate wrote (see
+	// TurnBeginParams.Known); zero elsewhere, and for a replayed creation.
+	Version SessionVersion
 }
 
 // Session statuses, as Status reports them.
@@ -190,6 +193,21 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 		TenantID: p.TenantID, ID: NewSessionID(), Owner: p.Owner, AgentName: p.AgentName, AgentTools: p.AgentTools,
 		Options: p.Options, SecretOptions: p.SecretOptions, ClientTools: p.ClientTools, Pending: p.Pending,
 	}
+	const insertSession = `
+			INSERT INTO sessions (tenant_id, id, agent_name, agent_tools, options, secret_options, client_tools, pending_tool_calls, last_seq, owner, thread_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, nullif($10, ''), nullif($11, ''))
+			RETURNING created_at, updated_at, xmin::text`
+	insertArgs := []any{p.TenantID, sess.ID, p.AgentName, jsonOrNull(p.AgentTools), jsonObject(p.Options), sealed,
+		jsonOrNull(p.ClientTools), jsonList(p.Pending), len(p.Messages), p.Owner, p.ThreadID}
+	if p.IdempotencyKey == "" && len(p.Messages) == 0 {
+		// One statement: no transaction to open and commit around it.
+		err := s.pool.QueryRow(ctx, insertSession, insertArgs...).Scan(&sess.CreatedAt, &sess.UpdatedAt, &sess.Version.xmin)
+		if err != nil {
+			return Session{}, false, fmt.Errorf("create session: %w", interpretError(err))
+		}
+		sess.Version.updatedAt = sess.UpdatedAt
+		return sess, false, nil
+	}
 	idemKey := ownedIdempotencyKey(p.Owner, p.IdempotencyKey)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		if p.IdempotencyKey != "" {
@@ -232,13 +250,8 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 		if err != nil {
 			return err
 		}
-		err = tx.QueryRow(ctx, `
-			INSERT INTO sessions (tenant_id, id, agent_name, agent_tools, options, secret_options, client_tools, pending_tool_calls, last_seq, owner, thread_id)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, nullif($10, ''), nullif($11, ''))
-			RETURNING created_at, updated_at`,
-			p.TenantID, sess.ID, p.AgentName, jsonOrNull(p.AgentTools), jsonObject(p.Options), sealed,
-			jsonOrNull(p.ClientTools), jsonList(p.Pending), len(msgs), p.Owner, p.ThreadID,
-		).Scan(&sess.CreatedAt, &sess.UpdatedAt)
+		err = tx.QueryRow(ctx, insertSession, insertArgs...).Scan(&sess.CreatedAt, &sess.UpdatedAt, &sess.Version.xmin)
+		sess.Version.updatedAt = sess.UpdatedAt
 		if err != nil || len(msgs) == 0 {
 			return interpretError(err)
 		}

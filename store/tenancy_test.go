@@ -113,7 +113,7 @@ func TestUsageOutlivesDeletedSessions(t *testing.T) {
 	ctx := context.Background()
 	begun := beginTurn(t, st, "hi")
 	ref := begun.Turn.Ref()
-	if err := st.TurnFinish(ctx, store.TurnFinishParams{
+	if _, err := st.TurnFinish(ctx, store.TurnFinishParams{
 		Ref: ref, Step: 1, FirstSeq: begun.LastSeq + 1, Status: store.TurnCompleted, StopReason: aap.StopEndTurn,
 		InputTokens: 10, OutputTokens: 4,
 		Messages: []store.NewMessage{{Message: aap.AssistantMessage(aap.ContentBlock{Type: aap.BlockText, Text: "Echo: hi"}), Origin: store.OriginAgent}},

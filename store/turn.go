@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aapd/aapd/aap"
 )
@@ -116,11 +117,44 @@ type TurnBeginParams struct {
 	// still current, only the messages after CachedUpTo are read.
 	CachedVersion int64
 	CachedUpTo    int64
+	// Known is the session as this process last wrote it (created it, or
+	// ended a turn on it), if it remembers it. While the session's row is
+	// still as that write left it, the claim reads nothing: it is one round
+	// trip, and the caller's history (CachedVersion, CachedUpTo) is
+	// current. Otherwise the claim reads the session as it is, as without
+	// Known.
+	Known *KnownSession
 	// Prepare decides, from the session as it is inside the claiming
 	// transaction, what the turn changes. An error aborts the turn and
-	// changes nothing.
+	// changes nothing. It may be called twice: with Known's session, then,
+	// if the row has changed since, with the session as read.
 	Prepare func(Session) (TurnPlan, error)
 }
+
+// KnownSession is a session as a write of this process left it: its
+// creation, or the end of one of its turns.
+type KnownSession struct {
+	// Session, LastSeq and CompactionVersion are the row as that write
+	// left it.
+	Session           Session
+	LastSeq           int64
+	CompactionVersion int64
+	// Version is the write's version: what SessionCreate or TurnFinish
+	// returned.
+	Version SessionVersion
+}
+
+// SessionVersion identifies one write of a session's row: the transaction
+// that made it (the row's xmin, which every write changes) and the
+// updated_at it set (so that a transaction id reused after wraparound
+// cannot pass for it). The zero value matches no row.
+type SessionVersion struct {
+	xmin      string
+	updatedAt time.Time
+}
+
+// IsZero reports whether v identifies no write.
+func (v SessionVersion) IsZero() bool { return v.xmin == "" }
 
 // TurnBegun is a turn that holds its session.
 type TurnBegun struct {
@@ -147,9 +181,14 @@ type TurnBegun struct {
 // TurnBegin claims the session for a new turn, atomically: it fails with a
 // *TurnRunningError while another live turn holds the session, records a
 // turn whose process died as interrupted, applies the caller's plan, and
-// stores the incoming messages, all in one transaction of two round trips
-// (read under lock, then write and commit). The claim is a lease on the
-// session row; no connection is held once this returns.
+// stores the incoming messages, all in one transaction. The claim is a
+// lease on the session row; no connection is held once this returns.
+//
+// With p.Known still current, the transaction is one round trip: its first
+// statement claims the session only if the row is as Known says, and the
+// rest write the turn (turnBeginKnown). Otherwise, or when an idempotency
+// key must be looked up, it takes two: read under lock, then write and
+// commit (turnBeginRead).
 //
 // When the commit's answer is lost, the error wraps ErrOutcomeUnknown:
 // TurnClaimed tells whether the claim landed, and if it did, the TurnBegun
@@ -168,6 +207,133 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 		return TurnBegun{}, interpretError(err)
 	}
 	defer conn.Release()
+	if p.Known != nil && !p.Known.Version.IsZero() && p.IdempotencyKey == "" {
+		out, claimed, err := s.turnBeginKnown(ctx, conn, p)
+		if claimed || err != nil {
+			return out, err
+		}
+		// The session changed since this process last wrote it.
+	}
+	return s.turnBeginRead(ctx, conn, p)
+}
+
+// claimSetSQL is what a claim writes to the session's row: $1 tenant, $2
+// session, $3 agent tools, $4 options, $5 sealed secret options, $6 client
+// tools, $7 pending calls, $8 the turn, $9 the instance, $10 the lease in
+// milliseconds, $11 the last seq.
+const claimSetSQL = `UPDATE sessions SET agent_tools = $3, options = $4, secret_options = $5, client_tools = $6,
+			pending_tool_calls = $7, active_turn_id = $8, lease_owner = $9,
+			lease_expires_at = now() + $10 * interval '1 millisecond', last_seq = $11, updated_at = now()
+		WHERE tenant_id = $1 AND id = $2`
+
+// claimWrite is a claim's writes, planned against one state of the session.
+type claimWrite struct {
+	sess    Session // after the plan
+	setArgs []any   // claimSetSQL's arguments
+	rows    messageRows
+	// firstSeq is the seq of the plan's first message; lastSeq the
+	// session's last seq after them.
+	firstSeq, lastSeq int64
+}
+
+// planClaim runs the caller's Prepare against sess, whose last seq is
+// lastSeq, and makes the claim's writes.
+func (s *Store) planClaim(p TurnBeginParams, sess Session, lastSeq int64) (claimWrite, error) {
+	plan, err := p.Prepare(sess)
+	if err != nil {
+		return claimWrite{}, err
+	}
+	applyPlan(&sess, plan)
+	sealed, err := s.sealer.sealJSON(sess.SecretOptions)
+	if err != nil {
+		return claimWrite{}, fmt.Errorf("seal secret options: %w", err)
+	}
+	rows, err := newMessageRows(lastSeq+1, plan.Messages)
+	if err != nil {
+		return claimWrite{}, err
+	}
+	w := claimWrite{sess: sess, rows: rows, firstSeq: lastSeq + 1, lastSeq: lastSeq + int64(len(plan.Messages))}
+	w.setArgs = []any{p.TenantID, p.SessionID, jsonOrNull(sess.AgentTools), jsonObject(sess.Options), sealed,
+		jsonOrNull(sess.ClientTools), jsonList(sess.Pending), p.TurnID, p.Owner, p.Lease.Milliseconds(), w.lastSeq}
+	w.sess.ActiveTurnID = p.TurnID
+	return w, nil
+}
+
+// queueTurn queues the claim's turn record and messages, and returns the
+// index of the statement that returns the turn.
+func (w claimWrite) queueTurn(b *pgx.Batch, p TurnBeginParams) (turnStmt int) {
+	turnStmt = b.Len()
+	var hash []byte
+	if p.IdempotencyKey != "" {
+		hash = p.RequestHash
+	}
+	b.Queue(`INSERT INTO turns (tenant_id, session_id, id, status, stream, owner, idempotency_key, request_hash, first_seq)
+		VALUES ($1, $2, $3, 'running', $4, $5, nullif($6, ''), $7, $8)
+		RETURNING `+turnColumns,
+		p.TenantID, p.SessionID, p.TurnID, p.Stream, p.Owner, p.IdempotencyKey, hash, w.firstSeq)
+	if len(w.rows.seqs) > 0 {
+		full, fullArgs := w.rows.insert(p.TenantID, p.SessionID, &p.TurnID)
+		compacted, compactedArgs := w.rows.insertCompacted(p.TenantID, p.SessionID)
+		b.Queue(full, fullArgs...)
+		b.Queue(compacted, compactedArgs...)
+	}
+	if len(w.rows.clientIDs) > 0 {
+		ids, idArgs := w.rows.insertClientIDs(p.TenantID, p.SessionID)
+		b.Queue(ids, idArgs...)
+	}
+	return turnStmt
+}
+
+// begun is what the claim stores, as TurnBegin returns it; out.Turn keeps
+// it should the commit's answer be lost.
+func (w claimWrite) begun(p TurnBeginParams, out TurnBegun) TurnBegun {
+	out.Session, out.Appended, out.LastSeq = w.sess, w.rows.stored, w.lastSeq
+	out.Turn = Turn{TenantID: p.TenantID, SessionID: p.SessionID, ID: p.TurnID, Status: TurnRunning,
+		Stream: p.Stream, IdempotencyKey: p.IdempotencyKey, CreatedAt: time.Now()}
+	return out
+}
+
+// turnBeginKnown claims the session in one round trip if its row is as
+// p.Known says: BEGIN, a guard that writes the claim only then and
+// otherwise fails with division_by_zero, the turn and its messages,
+// COMMIT. claimed is false when the guard refused: nothing was written.
+func (s *Store) turnBeginKnown(ctx context.Context, conn *pgxpool.Conn, p TurnBeginParams) (out TurnBegun, claimed bool, err error) {
+	k := p.Known
+	w, err := s.planClaim(p, k.Session, k.LastSeq)
+	if err != nil {
+		// Planned again against the session as read, which says whether
+		// the request is wrong or the known session was stale.
+		return TurnBegun{}, false, nil
+	}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(`WITH claim AS (
+			`+claimSetSQL+`
+			  AND xmin = $12::text::xid AND updated_at = $13 AND active_turn_id IS NULL AND ($14 = '' OR owner = $14)
+			RETURNING 1
+		)
+		SELECT 1 / (SELECT count(*) FROM claim)`,
+		append(w.setArgs, k.Version.xmin, k.Version.updatedAt, p.SessionOwner)...)
+	turnStmt := w.queueTurn(b, p)
+	b.Queue("COMMIT")
+	out = w.begun(p, TurnBegun{CompactionVersion: k.CompactionVersion})
+	err = sendClaim(ctx, conn, b, turnStmt, &out)
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return out, true, nil
+	case errors.As(err, &pgErr) && pgErr.Code == "22012":
+		return TurnBegun{}, false, nil
+	case errors.Is(err, ErrOutcomeUnknown):
+		return out, true, err
+	}
+	return TurnBegun{}, true, err
+}
+
+// turnBeginRead claims the session in two round trips: it reads the
+// session under lock, with the idempotency key's turn and the compacted
+// history the caller does not hold, then writes and commits.
+func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p TurnBeginParams) (TurnBegun, error) {
 	rollback := func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK") }
 
 	// Round trip 1: lock the session, look for the idempotency key, read
@@ -197,7 +363,7 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 		prevErr      error
 	)
 	br := conn.SendBatch(ctx, read)
-	_, err = br.Exec()
+	_, err := br.Exec()
 	if err == nil {
 		out.Session, err = s.scanSessionWith(br.QueryRow(), &lastSeq, &out.CompactionVersion, &leaseExpires, &leaseOwner)
 	}
@@ -232,8 +398,7 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 		}
 		return TurnBegun{Turn: prev, Replay: true}, nil
 	}
-	sess := out.Session
-	if sess.ActiveTurnID != "" {
+	if out.Session.ActiveTurnID != "" {
 		// A round trip more, only when a turn holds the session.
 		expired, dead, err := claimState(ctx, conn, leaseExpires, leaseOwner)
 		if err != nil {
@@ -242,22 +407,11 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 		}
 		if !expired && !dead {
 			rollback()
-			return TurnBegun{}, &TurnRunningError{TurnID: sess.ActiveTurnID}
+			return TurnBegun{}, &TurnRunningError{TurnID: out.Session.ActiveTurnID}
 		}
-		out.Interrupted = sess.ActiveTurnID
+		out.Interrupted = out.Session.ActiveTurnID
 	}
-	plan, err := p.Prepare(sess)
-	if err != nil {
-		rollback()
-		return TurnBegun{}, err
-	}
-	applyPlan(&sess, plan)
-	sealed, err := s.sealer.sealJSON(sess.SecretOptions)
-	if err != nil {
-		rollback()
-		return TurnBegun{}, fmt.Errorf("seal secret options: %w", err)
-	}
-	rows, err := newMessageRows(lastSeq+1, plan.Messages)
+	w, err := s.planClaim(p, out.Session, lastSeq)
 	if err != nil {
 		rollback()
 		return TurnBegun{}, err
@@ -268,44 +422,28 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 	if out.Interrupted != "" {
 		queueInterrupt(write, TurnRef{p.TenantID, p.SessionID, out.Interrupted})
 	}
-	turnStmt := write.Len()
-	var hash []byte
-	if p.IdempotencyKey != "" {
-		hash = p.RequestHash
-	}
-	write.Queue(`INSERT INTO turns (tenant_id, session_id, id, status, stream, owner, idempotency_key, request_hash, first_seq)
-		VALUES ($1, $2, $3, 'running', $4, $5, nullif($6, ''), $7, $8)
-		RETURNING `+turnColumns,
-		p.TenantID, p.SessionID, p.TurnID, p.Stream, p.Owner, p.IdempotencyKey, hash, lastSeq+1)
-	write.Queue(`UPDATE sessions SET agent_tools = $3, options = $4, secret_options = $5, client_tools = $6,
-			pending_tool_calls = $7, active_turn_id = $8, lease_owner = $9,
-			lease_expires_at = now() + $10 * interval '1 millisecond', last_seq = $11, updated_at = now()
-		WHERE tenant_id = $1 AND id = $2`,
-		p.TenantID, p.SessionID, jsonOrNull(sess.AgentTools), jsonObject(sess.Options), sealed,
-		jsonOrNull(sess.ClientTools), jsonList(sess.Pending), p.TurnID, p.Owner, p.Lease.Milliseconds(),
-		lastSeq+int64(len(plan.Messages)))
-	if len(plan.Messages) > 0 {
-		full, fullArgs := rows.insert(p.TenantID, p.SessionID, &p.TurnID)
-		compacted, compactedArgs := rows.insertCompacted(p.TenantID, p.SessionID)
-		write.Queue(full, fullArgs...)
-		write.Queue(compacted, compactedArgs...)
-	}
-	if len(rows.clientIDs) > 0 {
-		ids, idArgs := rows.insertClientIDs(p.TenantID, p.SessionID)
-		write.Queue(ids, idArgs...)
-	}
+	write.Queue(claimSetSQL, w.setArgs...)
+	turnStmt := w.queueTurn(write, p)
 	write.Queue("COMMIT")
+	out = w.begun(p, out)
+	if err := sendClaim(ctx, conn, write, turnStmt, &out); err != nil {
+		if errors.Is(err, ErrOutcomeUnknown) {
+			return out, err
+		}
+		return TurnBegun{}, err
+	}
+	return out, nil
+}
 
-	sess.ActiveTurnID = p.TurnID
-	out.Session, out.Appended, out.LastSeq = sess, rows.stored, lastSeq+int64(len(plan.Messages))
-	// What the claim stores, should its commit go unanswered.
-	out.Turn = Turn{TenantID: p.TenantID, SessionID: p.SessionID, ID: p.TurnID, Status: TurnRunning,
-		Stream: p.Stream, IdempotencyKey: p.IdempotencyKey, CreatedAt: time.Now()}
-
-	br = conn.SendBatch(ctx, write)
-	for i := 0; err == nil && i < write.Len(); i++ {
+// sendClaim sends a claim's writes, ending with COMMIT, and reads the turn
+// record into out.Turn. A statement the server refused voids the
+// transaction, which is rolled back; a lost answer closes the connection
+// and wraps ErrOutcomeUnknown.
+func sendClaim(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, turnStmt int, out *TurnBegun) error {
+	br := conn.SendBatch(ctx, b)
+	var err error
+	for i := 0; err == nil && i < b.Len(); i++ {
 		if i == turnStmt {
-			// On a lost answer, out.Turn keeps what the claim stores.
 			var t Turn
 			if t, err = scanTurn(br.QueryRow()); err == nil {
 				out.Turn = t
@@ -317,16 +455,15 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		if refused(err) {
-			// The server refused a statement: the transaction is void.
-			rollback()
-			return TurnBegun{}, interpretError(err)
-		}
-		conn.Conn().Close(context.WithoutCancel(ctx))
-		return out, fmt.Errorf("%w: %w", ErrOutcomeUnknown, interpretError(err))
+	switch {
+	case err == nil:
+		return nil
+	case refused(err):
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		return interpretError(err)
 	}
-	return out, nil
+	conn.Conn().Close(context.WithoutCancel(ctx))
+	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, interpretError(err))
 }
 
 func applyPlan(sess *Session, plan TurnPlan) {
@@ -386,15 +523,15 @@ func (s *Store) TurnCommitStep(ctx context.Context, p TurnStepParams) error {
 			UPDATE sessions SET last_seq = $4, pending_tool_calls = $5, updated_at = now(),
 				lease_expires_at = now() + $6 * interval '1 millisecond'
 			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3
-			RETURNING 1
+			RETURNING xmin, updated_at
 		), turn AS (
 			UPDATE turns SET step = $7
 			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $7
 			  AND EXISTS (SELECT 1 FROM claim)
 			RETURNING 1
 		)
-		SELECT 1 / (SELECT count(*) FROM turn)`
-	err = s.turnWrite(ctx, p.Ref, p.Step, rows, true, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
+		` + guardResultSQL
+	_, err = s.turnWrite(ctx, p.Ref, p.Step, rows, true, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
 		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.Lease.Milliseconds(), p.Step)
 	if err != nil {
 		return fmt.Errorf("commit step %d of turn %s: %w", p.Step, p.Ref.TurnID, err)
@@ -415,11 +552,13 @@ func (s *Store) TurnCommitStep(ctx context.Context, p TurnStepParams) error {
 // When the guard refuses, the turn's record says why: the step landed
 // already (a retry after a lost answer: success), or the claim is lost
 // (ErrClaimLost). keepsClaim tells whether the write keeps the claim (a
-// step: landed, it must still be held) or releases it (the finish).
-func (s *Store) turnWrite(ctx context.Context, ref TurnRef, step int, rows messageRows, keepsClaim bool, guard string, args ...any) error {
+// step: landed, it must still be held) or releases it (the finish). It
+// returns the version of the session's row the write made (guardResultSQL),
+// zero when it had landed before.
+func (s *Store) turnWrite(ctx context.Context, ref TurnRef, step int, rows messageRows, keepsClaim bool, guard string, args ...any) (SessionVersion, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return writeError(err)
+		return SessionVersion{}, writeError(err)
 	}
 	defer conn.Release()
 	b := &pgx.Batch{}
@@ -433,23 +572,31 @@ func (s *Store) turnWrite(ctx context.Context, ref TurnRef, step int, rows messa
 	}
 	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, b)
+	var (
+		version SessionVersion
+		one     int
+	)
 	for i := 0; err == nil && i < b.Len(); i++ {
+		if i == 1 {
+			err = br.QueryRow().Scan(&version.xmin, &version.updatedAt, &one)
+			continue
+		}
 		_, err = br.Exec()
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		return nil
+		return version, nil
 	}
 	if !refused(err) {
 		conn.Conn().Close(context.WithoutCancel(ctx))
-		return writeError(err)
+		return SessionVersion{}, writeError(err)
 	}
 	_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "22012" {
-		return writeError(err)
+		return SessionVersion{}, writeError(err)
 	}
 	// The guard refused: did this step land already, or is the claim lost?
 	var held bool
@@ -460,12 +607,17 @@ func (s *Store) turnWrite(ctx context.Context, ref TurnRef, step int, rows messa
 		ref.TenantID, ref.SessionID, ref.TurnID).Scan(&held, &landed)
 	switch {
 	case err != nil:
-		return writeError(err)
+		return SessionVersion{}, writeError(err)
 	case landed >= step && (held || !keepsClaim):
-		return nil
+		return SessionVersion{}, nil
 	}
-	return ErrClaimLost
+	return SessionVersion{}, ErrClaimLost
 }
+
+// guardResultSQL ends a turn write's guard (turnWrite): it answers the
+// version of the session's row the write made, from the guard's claim CTE,
+// and fails with division_by_zero when its turn CTE updated no turn.
+const guardResultSQL = `SELECT (SELECT xmin::text FROM claim), (SELECT updated_at FROM claim), 1 / (SELECT count(*) FROM turn)`
 
 // refused reports whether err is the server refusing a statement of a
 // transaction, which voids it. A server that ends the connection (a
@@ -532,15 +684,16 @@ type TurnFinishParams struct {
 // session, in one transaction (one round trip, one commit: turnWrite). It fails with
 // ErrClaimLost if the turn no longer holds its session (it was taken over,
 // cancelled by a deletion); finishing again after it landed changes nothing
-// and succeeds.
-func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) error {
+// and succeeds. It returns the version of the session's row it wrote (see
+// TurnBeginParams.Known), zero for a finish that had landed already.
+func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) (SessionVersion, error) {
 	rows, err := newMessageRows(p.FirstSeq, p.Messages)
 	if err != nil {
-		return err
+		return SessionVersion{}, err
 	}
 	log, err := encodeEvents(p.Events)
 	if err != nil {
-		return err
+		return SessionVersion{}, err
 	}
 	guard := `
 		WITH claim AS (
@@ -549,7 +702,7 @@ func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) error {
 				reported_tokens = CASE WHEN $6 > 0 THEN $6 ELSE reported_tokens END,
 				reported_upto_seq = CASE WHEN $6 > 0 THEN $7 ELSE reported_upto_seq END
 			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3
-			RETURNING 1
+			RETURNING xmin, updated_at
 		), turn AS (
 			UPDATE turns SET status = $8, stop_reason = nullif($9, ''), error = nullif($10, ''), error_type = nullif($15, ''),
 				input_tokens = $11, output_tokens = $12, finished_at = now(), step = $13, events = $14::json
@@ -560,14 +713,14 @@ func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) error {
 			DELETE FROM turn_event_batches WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3
 			  AND EXISTS (SELECT 1 FROM turn)
 		)
-		SELECT 1 / (SELECT count(*) FROM turn)`
-	err = s.turnWrite(ctx, p.Ref, p.Step, rows, false, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
+		` + guardResultSQL
+	version, err := s.turnWrite(ctx, p.Ref, p.Step, rows, false, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
 		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.ContextTokens, p.ContextUpTo,
 		p.Status, p.StopReason, PgText(p.Error), p.InputTokens, p.OutputTokens, p.Step, log, p.ErrorType)
 	if err != nil {
-		return fmt.Errorf("finish turn %s: %w", p.Ref.TurnID, err)
+		return SessionVersion{}, fmt.Errorf("finish turn %s: %w", p.Ref.TurnID, err)
 	}
-	return nil
+	return version, nil
 }
 
 // PgText makes a text storable in a Postgres text column: NUL characters

@@ -70,7 +70,7 @@ func TestRetriedTurnWritesThatLandedAreNoOps(t *testing.T) {
 		Events:   []aap.Event{aap.TurnStart(), {Type: aap.EventText, Text: "Echo: hi"}, aap.TurnStop(aap.StopEndTurn)},
 	}
 	for range 3 {
-		if err := st.TurnFinish(ctx, finish); err != nil {
+		if _, err := st.TurnFinish(ctx, finish); err != nil {
 			t.Fatalf("finish written again: %v", err)
 		}
 	}
@@ -113,7 +113,7 @@ func TestTurnWritesAfterATakeoverAreRefused(t *testing.T) {
 	if err := st.TurnCommitStep(ctx, store.TurnStepParams{Ref: ref, Step: 1, FirstSeq: 2, Messages: msg, Lease: time.Minute}); !errors.Is(err, store.ErrClaimLost) {
 		t.Errorf("step after takeover: %v", err)
 	}
-	if err := st.TurnFinish(ctx, store.TurnFinishParams{Ref: ref, Step: 1, FirstSeq: 2, Messages: msg, Status: store.TurnCompleted,
+	if _, err := st.TurnFinish(ctx, store.TurnFinishParams{Ref: ref, Step: 1, FirstSeq: 2, Messages: msg, Status: store.TurnCompleted,
 		Events: []aap.Event{aap.TurnStart(), aap.TurnStop(aap.StopEndTurn)}}); !errors.Is(err, store.ErrClaimLost) {
 		t.Errorf("finish after takeover: %v", err)
 	}
@@ -202,7 +202,7 @@ func TestFinishedTurnLogCostsAboutItsMessages(t *testing.T) {
 		}
 	}
 	answer := strings.Join(words, "")
-	if err := st.TurnFinish(ctx, store.TurnFinishParams{Ref: ref, Step: 1, FirstSeq: begun.LastSeq + 1, Status: store.TurnCompleted,
+	if _, err := st.TurnFinish(ctx, store.TurnFinishParams{Ref: ref, Step: 1, FirstSeq: begun.LastSeq + 1, Status: store.TurnCompleted,
 		Messages: []store.NewMessage{{Message: aap.AssistantMessage(aap.ContentBlock{Type: aap.BlockText, Text: answer}), Origin: store.OriginAgent}},
 		Events:   events}); err != nil {
 		t.Fatal(err)

@@ -222,7 +222,7 @@ func (h *Handler) create(ctx context.Context, rp runParams, pl plan, req aap.Tur
 		return store.Session{}, inputError(err, pl.turnFields)
 	}
 	plain, secret := rp.agent.SplitOptions(cfg.Options)
-	sess, _, err := h.cfg.Store.SessionCreate(ctx, store.SessionCreateParams{
+	sess, _, err := h.cfg.Runner.CreateSession(ctx, store.SessionCreateParams{
 		TenantID: rp.tenant, Owner: rp.owner, AgentName: cfg.Name, AgentTools: cfg.Tools,
 		Options: plain, SecretOptions: secret, ClientTools: rp.tools,
 		Messages: pl.seed, MessageIDs: pl.seedIDs, Pending: aap.PendingFromHistory(pl.seed, rp.tools),
