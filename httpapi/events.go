@@ -128,9 +128,9 @@ func (s *Server) streamSessionEvents(w http.ResponseWriter, r *http.Request, f *
 		case <-ctx.Done():
 		}
 	}()
-	out := startSSE(w)
-	s.metrics.streams.Inc()
+	s.metrics.streams.Inc() // before the headers, as in streamEvents
 	defer s.metrics.streams.Dec()
+	out := startSSE(w)
 	for {
 		readCtx, cancelRead := context.WithTimeout(ctx, s.cfg.KeepAlive)
 		events, err := f.Read(readCtx)

@@ -72,9 +72,11 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, src agents
 			}
 		}()
 	}
-	out := startSSE(w)
+	// Counted before its headers go out: a client that has them may read
+	// the gauge at once.
 	s.metrics.streams.Inc()
 	defer s.metrics.streams.Dec()
+	out := startSSE(w)
 	pos := after
 	for {
 		readCtx, cancelRead := context.WithTimeout(ctx, s.cfg.KeepAlive)
