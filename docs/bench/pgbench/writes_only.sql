@@ -1,0 +1,1 @@
+turn_none.sql
