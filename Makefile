@@ -28,14 +28,33 @@ test:
 	else \
 	  echo "make test: no database: set TEST_DATABASE_URL=postgres://USER@HOST:5432/postgres (a user that may CREATE DATABASE), or start Docker"; exit 2; \
 	fi; \
-	go test -race -count=1 ./...
+	$(MAKE) --no-print-directory interop-deps && \
+	go test -race -count=1 -timeout 15m ./...
+
+# The official npm clients the interop tests drive (pinned by
+# package-lock.json), installed before the tests run so that a slow registry
+# is not counted against a test package's timeout. Without npm the interop
+# tests skip and say so.
+AGUI_DIR = interop/agui
+.PHONY: interop-deps
+interop-deps:
+	@if ! command -v npm >/dev/null 2>&1; then \
+	  echo "make test: no npm: the AG-UI client interop test will skip (install Node.js 20 or later to run it)"; \
+	elif [ -f $(AGUI_DIR)/node_modules/.package-lock.json ] && ! [ $(AGUI_DIR)/node_modules/.package-lock.json -ot $(AGUI_DIR)/package-lock.json ]; then \
+	  :; \
+	else \
+	  echo "make test: installing the pinned AG-UI client (npm ci in $(AGUI_DIR))"; \
+	  npm ci --prefix $(AGUI_DIR) --no-audit --no-fund --fetch-timeout=60000 --fetch-retries=3 || \
+	    { echo "make test: npm ci in $(AGUI_DIR) failed: the npm registry must be reachable to install the AG-UI client"; exit 1; }; \
+	fi
 
 ## test-citus: run the store and end-to-end suites on Citus: CITUS_URL is a coordinator URL (docs/citus.md)
 test-citus:
 	@if [ -z "$$CITUS_URL" ]; then \
 	  echo "make test-citus: set CITUS_URL to a Citus coordinator whose database has the citus extension and its workers registered (docs/citus.md says how to start one on this machine)"; exit 2; \
 	fi
-	TEST_DATABASE_URL="$$CITUS_URL" go test -race -count=1 ./store/... ./cmd/aapd/...
+	$(MAKE) --no-print-directory interop-deps
+	TEST_DATABASE_URL="$$CITUS_URL" go test -race -count=1 -timeout 15m ./store/... ./cmd/aapd/...
 
 ## build: build bin/aapd
 build:

@@ -40,18 +40,14 @@ func TestAGUIOfficialClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	if stale(filepath.Join(dir, "node_modules", ".package-lock.json"), filepath.Join(dir, "package-lock.json")) {
-		ci := exec.Command(npm, "ci", "--no-audit", "--no-fund")
-		ci.Dir = dir
-		if out, err := ci.CombinedOutput(); err != nil {
+		if out, err := runTool(t.Context(), installLimit, commandSpec{dir: dir}, npm, "ci", "--no-audit", "--no-fund"); err != nil {
 			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
 		}
 	}
 	s := startParallelServer(t)
 	c := s.newTenant(t)
-	run := exec.Command(node, "run.mjs")
-	run.Dir = dir
-	run.Env = append(os.Environ(), "AAPD_URL="+s.base, "AAPD_KEY="+c.key, "SUPPRESS_TRANSFORMATION_WARNINGS=1")
-	out, err := run.CombinedOutput()
+	env := append(os.Environ(), "AAPD_URL="+s.base, "AAPD_KEY="+c.key, "SUPPRESS_TRANSFORMATION_WARNINGS=1")
+	out, err := runTool(t.Context(), toolTimeout, commandSpec{dir: dir, env: env}, node, "run.mjs")
 	t.Logf("node run.mjs:\n%s", out)
 	if err != nil {
 		t.Fatalf("the AG-UI client scenarios failed: %v", err)

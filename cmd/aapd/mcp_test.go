@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -14,7 +13,7 @@ import (
 func TestMCPServerToolsEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "mcpserver")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../agents/mcp/testdata/mcpserver").CombinedOutput(); err != nil {
+	if out, err := runTool(t.Context(), buildTimeout, commandSpec{}, "go", "build", "-o", bin, "../../agents/mcp/testdata/mcpserver"); err != nil {
 		t.Fatalf("build the MCP test server: %v\n%s", err, out)
 	}
 	cfg := filepath.Join(dir, "agents.yaml")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	osuser "os/user"
 	"path/filepath"
 	"strconv"
@@ -66,7 +65,7 @@ func (pg *privatePostgres) data() string { return filepath.Join(pg.dir, "data") 
 func (pg *privatePostgres) run(tool string, args ...string) {
 	pg.t.Helper()
 	argv := append(append(append([]string{}, pg.asUser...), filepath.Join(pg.bin, tool)), args...)
-	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	out, err := runTool(context.Background(), toolTimeout, commandSpec{}, argv...)
 	if err != nil {
 		pg.t.Fatalf("%s: %v\n%s", tool, err, out)
 	}

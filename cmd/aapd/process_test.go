@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -33,7 +34,7 @@ func aapdBinary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(buildDir, "aapd")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		out, err := runTool(context.Background(), buildTimeout, commandSpec{}, "go", "build", "-o", binPath, ".")
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -95,6 +96,7 @@ func startProc(t testing.TB, dbURL string, args ...string) *proc {
 	p := &proc{t: t, base: "http://" + addr, logs: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(aapdBinary(t), append([]string{"serve", "--addr", addr, "--database-url", dbURL, "--no-migrate"}, args...)...)
 	p.cmd.Stderr = p.logs
+	p.cmd.WaitDelay = outputGrace // a child left holding stderr (an MCP server) cannot stall Wait
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
