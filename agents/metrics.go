@@ -27,6 +27,7 @@ type Metrics struct {
 	toolCalls          *prometheus.CounterVec
 	compactions        *prometheus.CounterVec
 	compactionDuration *prometheus.HistogramVec
+	reg                prometheus.Registerer
 }
 
 // NewMetrics returns the metrics, registered with reg (nil: registered
@@ -69,11 +70,30 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.005, 4, 9),
 		}, []string{"strategy", "trigger", "outcome"}),
 	}
+	m.reg = reg
 	if reg != nil {
 		reg.MustRegister(m.turns, m.turnDuration, m.modelDuration, m.modelErrors, m.tokens,
 			m.toolCalls, m.compactions, m.compactionDuration)
 	}
 	return m
+}
+
+// watchHistoryCache reports what the runner's history cache holds, read
+// at each scrape: what an operator sizing --history-cache-mb looks at.
+func (m *Metrics) watchHistoryCache(c *historyCache) {
+	if m.reg == nil {
+		return
+	}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "aapd_history_cache_sessions",
+			Help: "Sessions whose decoded history this process keeps, to claim and run their next turn without reading it.",
+		}, func() float64 { n, _ := c.size(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "aapd_history_cache_bytes",
+			Help: "Estimated memory those histories hold, bounded by --history-cache-mb.",
+		}, func() float64 { _, b := c.size(); return float64(b) }),
+	)
 }
 
 // labelOther stands for any value outside a label's bounded set.

@@ -53,6 +53,10 @@ type RunnerConfig struct {
 	// Metrics are the turns' metrics (metrics.go); nil: metrics of its own,
 	// registered nowhere.
 	Metrics *Metrics
+	// HistoryCacheBytes bounds the memory kept for the decoded histories of
+	// recently active sessions (historycache.go), which spares their next
+	// turns reading and decoding them; 0: DefaultHistoryCacheBytes.
+	HistoryCacheBytes int64
 }
 
 // Runner is the worker pool that runs turns. A turn is claimed, run and
@@ -113,13 +117,18 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
+	if cfg.HistoryCacheBytes <= 0 {
+		cfg.HistoryCacheBytes = DefaultHistoryCacheBytes
+	}
 	life, end := context.WithCancelCause(context.Background())
-	return &Runner{
+	r := &Runner{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger, metrics: cfg.Metrics,
-		admit: newAdmission(cfg.Workers), cache: newHistoryCache(), tracer: newTracer(cfg.TracerProvider),
+		admit: newAdmission(cfg.Workers), cache: newHistoryCache(cfg.HistoryCacheBytes), tracer: newTracer(cfg.TracerProvider),
 		life: life, endLife: end,
 		running: map[string]*activeTurn{}, beatDone: make(chan struct{}),
 	}
+	cfg.Metrics.watchHistoryCache(r.cache)
+	return r
 }
 
 // StartParams is a turn to start.

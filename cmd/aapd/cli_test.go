@@ -439,6 +439,7 @@ func TestServeFlagErrors(t *testing.T) {
 		{"bad encryption key", nil, []string{"--database-url", "postgres://x/y", "--encryption-key", "c2hvcnQ="}, "--encryption-key"},
 		{"bad log level", nil, []string{"--database-url", "postgres://x/y", "--log-level", "loud"}, "--log-level"},
 		{"one connection", nil, []string{"--database-url", "postgres://x/y", "--db-max-conns", "1"}, "--db-max-conns"},
+		{"no history cache", map[string]string{"AAPD_HISTORY_CACHE_MB": "0"}, []string{"--database-url", "postgres://x/y"}, "--history-cache-mb"},
 		{"negative shutdown delay", map[string]string{"AAPD_SHUTDOWN_DELAY": "-1s"}, []string{"--database-url", "postgres://x/y"}, "--shutdown-delay"},
 	}
 	for _, tc := range cases {

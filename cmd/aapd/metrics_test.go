@@ -208,7 +208,7 @@ func TestMetricsFamiliesMove(t *testing.T) {
 	if got := after.sum("aapd_build_info", `goversion="go`, `version="`, `revision="`); got != 1 {
 		t.Errorf("aapd_build_info = %v, want 1:\n%s", got, after.body)
 	}
-	for _, g := range []string{"aapd_db_pool_total_connections", "aapd_db_pool_max_connections"} {
+	for _, g := range []string{"aapd_db_pool_total_connections", "aapd_db_pool_max_connections", "aapd_history_cache_sessions", "aapd_history_cache_bytes"} {
 		if after.sum(g) < 1 {
 			t.Errorf("%s = %v", g, after.sum(g))
 		}

@@ -40,6 +40,9 @@ type Config struct {
 	// DBMaxConns bounds the connection pool; zero sizes it from Workers
 	// (DefaultDBMaxConns).
 	DBMaxConns int
+	// HistoryCacheMB bounds the memory, in MiB, kept for the decoded
+	// histories of recently active sessions; zero: the runner's default.
+	HistoryCacheMB int
 	// ShutdownDelay is how long the server keeps serving after a shutdown
 	// begins, with /readyz failing, so load balancers stop sending to it.
 	ShutdownDelay time.Duration
@@ -91,6 +94,8 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	f.fromEnv("max-running-turns", "AAPD_MAX_RUNNING_TURNS")
 	f.IntVar(&cfg.DBMaxConns, "db-max-conns", 0, "largest number of database connections this process opens (0: sized from --workers)")
 	f.fromEnv("db-max-conns", "AAPD_DB_MAX_CONNS")
+	f.IntVar(&cfg.HistoryCacheMB, "history-cache-mb", agents.DefaultHistoryCacheBytes>>20, "memory (MiB) kept for the histories of recently active sessions, which their next turns then need not read")
+	f.fromEnv("history-cache-mb", "AAPD_HISTORY_CACHE_MB")
 	f.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", 5*time.Second, "on shutdown, how long to keep serving with /readyz failing before closing the listener")
 	f.fromEnv("shutdown-delay", "AAPD_SHUTDOWN_DELAY")
 	f.DurationVar(&cfg.Lease, "turn-lease", 30*time.Second, "how long a turn's claim on its session holds without a heartbeat")
@@ -151,6 +156,9 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	if cfg.Limits.RequestsPerSecond < 0 || math.IsNaN(cfg.Limits.RequestsPerSecond) || math.IsInf(cfg.Limits.RequestsPerSecond, 0) ||
 		cfg.Limits.Burst < 0 || cfg.Limits.MaxRunningTurns < 0 {
 		return Config{}, &usageError{"--rate-limit, --rate-burst and --max-running-turns must be finite and not negative (0: unlimited)"}
+	}
+	if cfg.HistoryCacheMB < 1 {
+		return Config{}, &usageError{"--history-cache-mb must be at least 1"}
 	}
 	if (cfg.DBMaxConns != 0 && cfg.DBMaxConns < 2) || cfg.ShutdownDelay < 0 {
 		return Config{}, &usageError{"--db-max-conns must be at least 2 (or 0, to size it from --workers), --shutdown-delay not negative"}
@@ -281,8 +289,9 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 	m.Runner = agents.NewRunner(agents.RunnerConfig{
 		Store: m.Store, Agents: registry, Owner: func() int32 { return m.Instance.ID() },
 		Workers: m.cfg.Workers, Lease: m.cfg.Lease, Logger: m.log, MaxRunningTurns: m.Limits.MaxRunningTurns,
-		TracerProvider: m.tracing.provider,
-		Metrics:        agents.NewMetrics(m.Registry),
+		TracerProvider:    m.tracing.provider,
+		Metrics:           agents.NewMetrics(m.Registry),
+		HistoryCacheBytes: int64(m.cfg.HistoryCacheMB) << 20,
 	})
 	operator, err := m.adminHandler()
 	if err != nil {
