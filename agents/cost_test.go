@@ -106,21 +106,29 @@ func waitIdle(t *testing.T, r *agents.Runner) {
 }
 
 // A new conversation costs three round trips to the database: the
-// session's creation (one statement), then its first turn's claim and end.
-// The process remembers the session it created, as it does a session at a
-// turn's end, so the first claim reads nothing either.
+// session's creation (one statement, or one batched transaction with an
+// idempotency key), then its first turn's claim and end. The process
+// remembers the session it created, as it does a session at a turn's end,
+// so the first claim reads nothing either — with idempotency keys too, as
+// aapclient and the official SDKs send them on every POST.
 func TestANewSessionAndItsFirstTurnTakeThreeRoundTrips(t *testing.T) {
 	st, counter, runner := countedRunner(t)
 	ctx := context.Background()
 	tn := storetest.NewTenant(t, st)
-	conversation := func(text string) {
+	conversation := func(text string, keyed bool) {
 		t.Helper()
-		sess, _, err := runner.CreateSession(ctx, store.SessionCreateParams{TenantID: tn.ID, AgentName: "echo"})
+		create := store.SessionCreateParams{TenantID: tn.ID, AgentName: "echo"}
+		turn := agents.StartParams{TenantID: tn.ID, Request: aap.TurnRequest{Messages: []aap.Message{aap.UserMessage(text)}}}
+		if keyed {
+			create.IdempotencyKey, create.RequestHash = "create-"+text, []byte("create")
+			turn.IdempotencyKey, turn.RequestHash = "turn-"+text, []byte("turn")
+		}
+		sess, _, err := runner.CreateSession(ctx, create)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := runner.Start(ctx, agents.StartParams{TenantID: tn.ID, SessionID: sess.ID,
-			Request: aap.TurnRequest{Messages: []aap.Message{aap.UserMessage(text)}}})
+		turn.SessionID = sess.ID
+		h, err := runner.Start(ctx, turn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,17 +137,21 @@ func TestANewSessionAndItsFirstTurnTakeThreeRoundTrips(t *testing.T) {
 		}
 		waitIdle(t, runner)
 	}
-	conversation("warm up") // the connection prepares its statements
-	counter.Reset()
-	conversation("hello")
-	roundTrips, commits, statements := counter.Counts()
-	t.Logf("%d round trips, %d commits:\n%s", roundTrips, commits, strings.Join(statements, "\n"))
-	if roundTrips != 3 {
-		t.Errorf("%d round trips, want 3 (create, claim, end)", roundTrips)
-	}
-	for _, s := range statements {
-		if strings.HasPrefix(strings.TrimSpace(s), "SELECT") {
-			t.Errorf("a new conversation read: %s", s)
-		}
+	for _, keyed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "without keys", true: "with idempotency keys"}[keyed], func(t *testing.T) {
+			conversation("warm up", keyed) // the connection prepares its statements
+			counter.Reset()
+			conversation("hello", keyed)
+			roundTrips, commits, statements := counter.Counts()
+			t.Logf("%d round trips, %d commits:\n%s", roundTrips, commits, strings.Join(statements, "\n"))
+			if roundTrips != 3 {
+				t.Errorf("%d round trips, want 3 (create, claim, end)", roundTrips)
+			}
+			for _, s := range statements {
+				if strings.HasPrefix(strings.TrimSpace(s), "SELECT") {
+					t.Errorf("a new conversation read: %s", s)
+				}
+			}
+		})
 	}
 }

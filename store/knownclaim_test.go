@@ -150,6 +150,47 @@ func TestAClaimOfAKnownSessionReadsWhatChangedSince(t *testing.T) {
 		}
 	})
 
+	t.Run("an idempotency key", func(t *testing.T) {
+		ref := newKnownSession(t, st, "")
+		known := firstTurn(t, st, ref, "")
+		claim := func(known *store.KnownSession, key, hash string) (store.TurnBegun, int, error) {
+			prepared := 0
+			begun, err := st.TurnBegin(ctx, store.TurnBeginParams{TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: store.NewTurnID(),
+				Stream: aap.StreamNone, Owner: 1, Lease: time.Minute, Known: known, IdempotencyKey: key, RequestHash: []byte(hash),
+				Prepare: func(store.Session) (store.TurnPlan, error) {
+					prepared++
+					return store.TurnPlan{Messages: []store.NewMessage{{Message: aap.UserMessage("keyed"), Origin: store.OriginClient}}}, nil
+				}})
+			return begun, prepared, err
+		}
+		// A new key is written with the turn: one round trip, as without.
+		first, prepared, err := claim(known, "key-1", "h")
+		if err != nil || first.Replay || prepared != 1 || first.Turn.IdempotencyKey != "key-1" {
+			t.Fatalf("claim with a new key: %v, replay %v, prepared %d times (want 1: no read)", err, first.Replay, prepared)
+		}
+		version, err := st.TurnFinish(ctx, store.TurnFinishParams{Ref: first.Turn.Ref(), Step: 1, FirstSeq: first.LastSeq + 1,
+			Status: store.TurnCompleted, StopReason: aap.StopEndTurn, Events: []aap.Event{aap.TurnStart(), aap.TurnStop(aap.StopEndTurn)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sess := first.Session
+		sess.ActiveTurnID = ""
+		known = &store.KnownSession{Session: sess, LastSeq: first.LastSeq, CompactionVersion: first.CompactionVersion, Version: version}
+
+		// The key again, on a session still as known: the key's unique
+		// index voids the one-round-trip claim, and the read replays.
+		again, _, err := claim(known, "key-1", "h")
+		if err != nil || !again.Replay || again.Turn.ID != first.Turn.ID {
+			t.Errorf("the key again: %v, replay %v, turn %s (want %s)", err, again.Replay, again.Turn.ID, first.Turn.ID)
+		}
+		if _, _, err := claim(known, "key-1", "another body"); !errors.Is(err, store.ErrIdempotencyMismatch) {
+			t.Errorf("the key with another request: %v, want ErrIdempotencyMismatch", err)
+		}
+		if got := historyTexts(t, st, ref, aap.HistoryFull); fmt.Sprint(got) != "[1:one 2:Echo: one 3:keyed]" {
+			t.Errorf("history = %q: a replay stored something", got)
+		}
+	})
+
 	t.Run("a turn holds the session", func(t *testing.T) {
 		ref := newKnownSession(t, st, "")
 		known := firstTurn(t, st, ref, "")

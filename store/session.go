@@ -188,7 +188,6 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 	if err != nil {
 		return Session{}, false, fmt.Errorf("seal secret options: %w", err)
 	}
-	replayed := false
 	sess := Session{
 		TenantID: p.TenantID, ID: NewSessionID(), Owner: p.Owner, AgentName: p.AgentName, AgentTools: p.AgentTools,
 		Options: p.Options, SecretOptions: p.SecretOptions, ClientTools: p.ClientTools, Pending: p.Pending,
@@ -208,68 +207,83 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 		sess.Version.updatedAt = sess.UpdatedAt
 		return sess, false, nil
 	}
+	// Otherwise one transaction, sent as one batch: a key already in use
+	// voids it (the key's primary key), and then its first session is
+	// looked up.
+	msgs := make([]NewMessage, len(p.Messages))
+	for i, m := range p.Messages {
+		msgs[i] = NewMessage{Message: m, Origin: OriginClient}
+		if i < len(p.MessageIDs) {
+			msgs[i].ClientID = p.MessageIDs[i]
+		}
+	}
+	rows, err := newMessageRows(1, msgs)
+	if err != nil {
+		return Session{}, false, err
+	}
 	idemKey := ownedIdempotencyKey(p.Owner, p.IdempotencyKey)
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		if p.IdempotencyKey != "" {
-			var (
-				prevID   string
-				prevHash []byte
-			)
-			err := tx.QueryRow(ctx, `
-				SELECT session_id, request_hash FROM idempotency_keys
-				WHERE tenant_id = $1 AND key = $2 AND created_at > now() - interval '`+idempotencyKeyTTL+`'`,
-				p.TenantID, idemKey).Scan(&prevID, &prevHash)
-			switch err = interpretError(err); {
-			case err == nil && !bytes.Equal(prevHash, p.RequestHash):
-				return ErrIdempotencyMismatch
-			case err == nil:
-				sess, replayed = Session{TenantID: p.TenantID, ID: prevID}, true
-				return nil
-			case !errors.Is(err, ErrNotFound):
-				return err
-			}
-			if _, err := tx.Exec(ctx, `
-				DELETE FROM idempotency_keys WHERE tenant_id = $1
-				AND (key = $2 OR created_at < now() - interval '`+idempotencyKeyTTL+`')`, p.TenantID, idemKey); err != nil {
-				return interpretError(err)
-			}
-			if _, err := tx.Exec(ctx, `
-				INSERT INTO idempotency_keys (tenant_id, key, request_hash, session_id) VALUES ($1, $2, $3, $4)`,
-				p.TenantID, idemKey, p.RequestHash, sess.ID); err != nil {
-				return interpretError(err)
-			}
-		}
-		msgs := make([]NewMessage, len(p.Messages))
-		for i, m := range p.Messages {
-			msgs[i] = NewMessage{Message: m, Origin: OriginClient}
-			if i < len(p.MessageIDs) {
-				msgs[i].ClientID = p.MessageIDs[i]
-			}
-		}
-		rows, err := newMessageRows(1, msgs)
-		if err != nil {
-			return err
-		}
-		err = tx.QueryRow(ctx, insertSession, insertArgs...).Scan(&sess.CreatedAt, &sess.UpdatedAt, &sess.Version.xmin)
-		sess.Version.updatedAt = sess.UpdatedAt
-		if err != nil || len(msgs) == 0 {
-			return interpretError(err)
-		}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	if p.IdempotencyKey != "" {
+		b.Queue(`DELETE FROM idempotency_keys WHERE tenant_id = $1 AND created_at < now() - interval '`+idempotencyKeyTTL+`'`, p.TenantID)
+	}
+	sessStmt := b.Len()
+	b.Queue(insertSession, insertArgs...)
+	if p.IdempotencyKey != "" {
+		b.Queue(`INSERT INTO idempotency_keys (tenant_id, key, request_hash, session_id) VALUES ($1, $2, $3, $4)`,
+			p.TenantID, idemKey, p.RequestHash, sess.ID)
+	}
+	if len(msgs) > 0 {
 		full, fullArgs := rows.insert(p.TenantID, sess.ID, nil)
 		compacted, compactedArgs := rows.insertCompacted(p.TenantID, sess.ID)
-		b := &pgx.Batch{}
 		b.Queue(full, fullArgs...)
 		b.Queue(compacted, compactedArgs...)
 		if len(rows.clientIDs) > 0 {
 			ids, idArgs := rows.insertClientIDs(p.TenantID, sess.ID)
 			b.Queue(ids, idArgs...)
 		}
-		return interpretError(tx.SendBatch(ctx, b).Close())
-	})
+	}
+	b.Queue("COMMIT")
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return Session{}, false, fmt.Errorf("create session: %w", interpretError(err))
+	}
+	err = sendTx(ctx, conn, b, map[int]func(pgx.Row) error{sessStmt: func(row pgx.Row) error {
+		return row.Scan(&sess.CreatedAt, &sess.UpdatedAt, &sess.Version.xmin)
+	}})
+	conn.Release()
+	sess.Version.updatedAt = sess.UpdatedAt
+	if p.IdempotencyKey != "" && errors.Is(err, ErrConflict) {
+		return s.sessionCreated(ctx, p.TenantID, idemKey, p.RequestHash)
+	}
 	if err != nil {
 		return Session{}, false, fmt.Errorf("create session: %w", err)
 	}
-	return sess, replayed, nil
+	return sess, false, nil
+}
+
+// sessionCreated returns the session a creation key made: replayed, or
+// ErrIdempotencyMismatch for another request body. ErrConflict if the key
+// has no live session, which a creation that just failed on it means was
+// rolled back or expired meanwhile: the caller tries again.
+func (s *Store) sessionCreated(ctx context.Context, tenantID, idemKey string, requestHash []byte) (Session, bool, error) {
+	var (
+		prevID   string
+		prevHash []byte
+	)
+	err := s.pool.QueryRow(ctx, `
+		SELECT session_id, request_hash FROM idempotency_keys
+		WHERE tenant_id = $1 AND key = $2 AND created_at > now() - interval '`+idempotencyKeyTTL+`'`,
+		tenantID, idemKey).Scan(&prevID, &prevHash)
+	switch err = interpretError(err); {
+	case err == nil && !bytes.Equal(prevHash, requestHash):
+		return Session{}, false, ErrIdempotencyMismatch
+	case err == nil:
+		return Session{TenantID: tenantID, ID: prevID}, true, nil
+	case errors.Is(err, ErrNotFound):
+		return Session{}, false, fmt.Errorf("create session: %w: the idempotency key's first request did not commit", ErrConflict)
+	}
+	return Session{}, false, fmt.Errorf("create session: %w", err)
 }
 
 // ownedIdempotencyKey is the stored form of a session-creation key: an

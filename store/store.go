@@ -132,3 +132,32 @@ func parseConnConfig(databaseURL string) (*pgx.ConnConfig, error) {
 	}
 	return cfg, nil
 }
+
+// sendTx sends a transaction as one batch, from BEGIN to COMMIT, in one
+// round trip, and reads the rows of the statements scan names (one row
+// each; the rest are executed). A statement the server refused voids the
+// transaction, which is rolled back, and its error is returned; a lost
+// answer closes the connection and wraps ErrOutcomeUnknown.
+func sendTx(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, scan map[int]func(pgx.Row) error) error {
+	br := conn.SendBatch(ctx, b)
+	var err error
+	for i := 0; err == nil && i < b.Len(); i++ {
+		if f, ok := scan[i]; ok {
+			err = f(br.QueryRow())
+			continue
+		}
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err == nil:
+		return nil
+	case refused(err):
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		return interpretError(err)
+	}
+	conn.Conn().Close(context.WithoutCancel(ctx))
+	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, interpretError(err))
+}

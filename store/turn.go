@@ -186,9 +186,11 @@ type TurnBegun struct {
 //
 // With p.Known still current, the transaction is one round trip: its first
 // statement claims the session only if the row is as Known says, and the
-// rest write the turn (turnBeginKnown). Otherwise, or when an idempotency
-// key must be looked up, it takes two: read under lock, then write and
-// commit (turnBeginRead).
+// rest write the turn (turnBeginKnown); an idempotency key is written with
+// the turn, unique in its session, so a key used before voids the
+// transaction. Otherwise, or when the key was used before, it takes two:
+// read under lock (with the key's earlier turn), then write and commit
+// (turnBeginRead).
 //
 // When the commit's answer is lost, the error wraps ErrOutcomeUnknown:
 // TurnClaimed tells whether the claim landed, and if it did, the TurnBegun
@@ -207,12 +209,13 @@ func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 		return TurnBegun{}, interpretError(err)
 	}
 	defer conn.Release()
-	if p.Known != nil && !p.Known.Version.IsZero() && p.IdempotencyKey == "" {
+	if p.Known != nil && !p.Known.Version.IsZero() {
 		out, claimed, err := s.turnBeginKnown(ctx, conn, p)
 		if claimed || err != nil {
 			return out, err
 		}
-		// The session changed since this process last wrote it.
+		// The session changed since this process last wrote it, or the
+		// idempotency key names an earlier turn.
 	}
 	return s.turnBeginRead(ctx, conn, p)
 }
@@ -296,7 +299,10 @@ func (w claimWrite) begun(p TurnBeginParams, out TurnBegun) TurnBegun {
 // turnBeginKnown claims the session in one round trip if its row is as
 // p.Known says: BEGIN, a guard that writes the claim only then and
 // otherwise fails with division_by_zero, the turn and its messages,
-// COMMIT. claimed is false when the guard refused: nothing was written.
+// COMMIT. claimed is false when nothing was written: the guard refused, or
+// a unique index did — the idempotency key's, for a key used before (the
+// read under lock then replays its turn), or any other, which the read
+// path meets and reports again.
 func (s *Store) turnBeginKnown(ctx context.Context, conn *pgxpool.Conn, p TurnBeginParams) (out TurnBegun, claimed bool, err error) {
 	k := p.Known
 	w, err := s.planClaim(p, k.Session, k.LastSeq)
@@ -322,7 +328,7 @@ func (s *Store) turnBeginKnown(ctx context.Context, conn *pgxpool.Conn, p TurnBe
 	switch {
 	case err == nil:
 		return out, true, nil
-	case errors.As(err, &pgErr) && pgErr.Code == "22012":
+	case errors.As(err, &pgErr) && (pgErr.Code == "22012" || pgErr.Code == "23505"):
 		return TurnBegun{}, false, nil
 	case errors.Is(err, ErrOutcomeUnknown):
 		return out, true, err
@@ -436,34 +442,15 @@ func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p TurnBeg
 }
 
 // sendClaim sends a claim's writes, ending with COMMIT, and reads the turn
-// record into out.Turn. A statement the server refused voids the
-// transaction, which is rolled back; a lost answer closes the connection
-// and wraps ErrOutcomeUnknown.
+// record into out.Turn (sendTx).
 func sendClaim(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, turnStmt int, out *TurnBegun) error {
-	br := conn.SendBatch(ctx, b)
-	var err error
-	for i := 0; err == nil && i < b.Len(); i++ {
-		if i == turnStmt {
-			var t Turn
-			if t, err = scanTurn(br.QueryRow()); err == nil {
-				out.Turn = t
-			}
-			continue
+	return sendTx(ctx, conn, b, map[int]func(pgx.Row) error{turnStmt: func(row pgx.Row) error {
+		t, err := scanTurn(row)
+		if err == nil {
+			out.Turn = t
 		}
-		_, err = br.Exec()
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	switch {
-	case err == nil:
-		return nil
-	case refused(err):
-		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-		return interpretError(err)
-	}
-	conn.Conn().Close(context.WithoutCancel(ctx))
-	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, interpretError(err))
+		return err
+	}})
 }
 
 func applyPlan(sess *Session, plan TurnPlan) {

@@ -171,6 +171,7 @@ func (l *load) burst(ctx context.Context, sessions, concurrency int) (*result, t
 	}
 	close(work)
 	wg.Wait()
+	fmt.Fprintf(os.Stderr, "burst: %d sessions created; sending a turn on each\n", sessions)
 	start := time.Now()
 	for _, sid := range ids {
 		if sid == "" {
