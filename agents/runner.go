@@ -51,7 +51,8 @@ type RunnerConfig struct {
 	// TracerProvider traces turns (trace.go); nil for none.
 	TracerProvider trace.TracerProvider
 	// Metrics are the turns' metrics (metrics.go); nil: metrics of its own,
-	// registered nowhere.
+	// registered nowhere. They serve one runner: it adds its history
+	// cache's gauges to their registry.
 	Metrics *Metrics
 	// HistoryCacheBytes bounds the memory kept for the decoded histories of
 	// recently active sessions (historycache.go), which spares their next
