@@ -558,32 +558,17 @@ func (s *Store) turnWrite(ctx context.Context, ref TurnRef, step int, rows messa
 		b.Queue(compacted, compactedArgs...)
 	}
 	b.Queue("COMMIT")
-	br := conn.SendBatch(ctx, b)
-	var (
-		version SessionVersion
-		one     int
-	)
-	for i := 0; err == nil && i < b.Len(); i++ {
-		if i == 1 {
-			err = br.QueryRow().Scan(&version.xmin, &version.updatedAt, &one)
-			continue
-		}
-		_, err = br.Exec()
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		return version, nil
-	}
-	if !refused(err) {
-		conn.Conn().Close(context.WithoutCancel(ctx))
-		return SessionVersion{}, writeError(err)
-	}
-	_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	var version SessionVersion
+	err = sendTx(ctx, conn, b, map[int]func(pgx.Row) error{1: func(row pgx.Row) error {
+		var one int
+		return row.Scan(&version.xmin, &version.updatedAt, &one)
+	}})
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "22012" {
-		return SessionVersion{}, writeError(err)
+	switch {
+	case err == nil:
+		return version, nil
+	case errors.Is(err, ErrOutcomeUnknown) || !errors.As(err, &pgErr) || pgErr.Code != "22012":
+		return SessionVersion{}, err
 	}
 	// The guard refused: did this step land already, or is the claim lost?
 	var held bool
