@@ -40,7 +40,7 @@ func TestAGUIOfficialClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	if stale(filepath.Join(dir, "node_modules", ".package-lock.json"), filepath.Join(dir, "package-lock.json")) {
-		if out, err := runTool(t.Context(), installLimit, commandSpec{dir: dir}, npm, "ci", "--no-audit", "--no-fund"); err != nil {
+		if out, err := runTool(t.Context(), installTimeout, commandSpec{dir: dir}, npm, "ci", "--no-audit", "--no-fund"); err != nil {
 			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
 		}
 	}

@@ -14,9 +14,9 @@ import (
 // naming the command, instead of stalling the whole package until go
 // test's timeout, whose report names neither.
 const (
-	buildTimeout = 8 * time.Minute // a go build on a cold cache
-	toolTimeout  = 2 * time.Minute // pg_ctl, initdb, node scenarios
-	installLimit = 5 * time.Minute // npm ci
+	buildTimeout   = 8 * time.Minute // a go build on a cold cache
+	toolTimeout    = 2 * time.Minute // pg_ctl, initdb, node scenarios
+	installTimeout = 5 * time.Minute // npm ci
 	// outputGrace is how long a finished or killed command's output may
 	// stay open (a child that inherited it) before it is closed.
 	outputGrace = 5 * time.Second
