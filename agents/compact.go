@@ -86,21 +86,24 @@ func (r *Runner) Compact(ctx context.Context, p CompactParams) (CompactOutcome, 
 	return r.compactTraced(ctx, agent, sess, TriggerManual)
 }
 
-// compactAfterTurn compacts when the history the turn left is over the
+// compactionDue tells whether the history the turn left is over the
 // agent's threshold. It judges from the turn's own view of the history,
 // so a turn that needs no compaction costs no extra query.
-func (r *Runner) compactAfterTurn(ctx context.Context, run *turnRun) {
+func (r *Runner) compactionDue(run *turnRun) bool {
 	c := run.agent.Compaction
 	if c == nil {
-		return
+		return false
 	}
 	items := make([]compaction.Item, len(run.history))
 	for i, m := range run.history {
 		items[i] = compaction.Item{Message: m.Message, Extra: m.Extra}
 	}
-	if !compaction.Needed(compaction.History{Items: items, Usage: run.contextUsage()}, c.Policy) {
-		return
-	}
+	return compaction.Needed(compaction.History{Items: items, Usage: run.contextUsage()}, c.Policy)
+}
+
+// compactAfterTurn compacts a history compactionDue found over the
+// threshold.
+func (r *Runner) compactAfterTurn(ctx context.Context, run *turnRun) {
 	out, err := r.compactAfterWaiting(ctx, run.agent, run.session)
 	var running *store.TurnRunningError
 	switch {

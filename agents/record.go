@@ -3,6 +3,7 @@ package agents
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/aapd/aapd/aap"
@@ -41,51 +42,99 @@ func recordInterval(mode aap.StreamMode, running int) time.Duration {
 // recorder writes a turn's events to the database in batches while the
 // turn runs, so that its stream shows them and can be resumed from any
 // process. The last events are not written by it but with the turn's end
-// (TurnFinish), in the same statement.
+// (TurnFinish), in the same statement. It owns no goroutine: a flush is a
+// timer armed when events wait, so a turn that ends within the interval —
+// most do — costs nothing here.
 type recorder struct {
 	store   *store.Store
 	ref     store.TurnRef
 	stream  *Stream
 	mode    aap.StreamMode
 	running func() int
-	wake    chan struct{}
 	// onGone is called once the turn is found no longer running.
 	onGone func()
+
+	mu      sync.Mutex
+	ctx     context.Context // set by start; flushes run under it
+	cancel  context.CancelFunc
+	wanted  bool        // events wait to be recorded
+	timer   *time.Timer // armed or flushing; nil otherwise
+	last    time.Time   // when the last flush began (or the recorder started)
+	stopped bool
+	flights sync.WaitGroup // timers armed or firing
 }
 
 func newRecorder(st *store.Store, ref store.TurnRef, stream *Stream, mode aap.StreamMode, running func() int, onGone func()) *recorder {
-	return &recorder{store: st, ref: ref, stream: stream, mode: mode, running: running, wake: make(chan struct{}, 1), onGone: onGone}
+	return &recorder{store: st, ref: ref, stream: stream, mode: mode, running: running, onGone: onGone}
+}
+
+// start lets the recorder flush, under ctx, until stop.
+func (r *recorder) start(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	r.last = time.Now()
+	if r.wanted {
+		r.arm()
+	}
 }
 
 // added tells the recorder there are events to record.
 func (r *recorder) added() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.wanted = true
+	if r.ctx != nil && r.timer == nil && !r.stopped {
+		r.arm()
 	}
 }
 
-// run records events until ctx is done.
-func (r *recorder) run(ctx context.Context) {
-	last := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wake:
-		}
-		if wait := recordInterval(r.mode, r.running()) - time.Since(last); wait > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
-		}
-		last = time.Now()
-		if !r.flush(ctx) {
-			return
-		}
+// arm schedules a flush one interval after the last began; r.mu is held.
+func (r *recorder) arm() {
+	r.flights.Add(1)
+	wait := recordInterval(r.mode, r.running()) - time.Since(r.last)
+	r.timer = time.AfterFunc(max(wait, 0), r.fire)
+}
+
+// fire flushes, then arms again if events were added meanwhile.
+func (r *recorder) fire() {
+	defer r.flights.Done()
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
 	}
+	r.wanted, r.last = false, time.Now()
+	ctx := r.ctx
+	r.mu.Unlock()
+
+	ok := r.flush(ctx)
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.timer = nil
+	if !ok {
+		r.stopped = true
+		return
+	}
+	if r.wanted && !r.stopped {
+		r.arm()
+	}
+}
+
+// stop ends recording and waits for a flush under way: the turn's end
+// writes what is left.
+func (r *recorder) stop() {
+	r.mu.Lock()
+	r.stopped = true
+	if r.timer != nil && r.timer.Stop() {
+		r.flights.Done() // it will not fire
+	}
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.mu.Unlock()
+	r.flights.Wait()
 }
 
 // flush records what is not recorded yet; false once the turn is gone.
@@ -99,7 +148,9 @@ func (r *recorder) flush(ctx context.Context) bool {
 	case err != nil:
 		// Unrecorded events wait for the next flush, or the turn's end.
 		if !errors.Is(err, context.Canceled) {
-			r.added()
+			r.mu.Lock()
+			r.wanted = true
+			r.mu.Unlock()
 		}
 		return true
 	case !ok:

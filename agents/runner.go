@@ -169,21 +169,28 @@ type Handle struct {
 	run    *turnRun // nil for a replay
 }
 
-// startOutcome is what a worker tells Start about its claim.
-type startOutcome struct {
-	handle *Handle
-	err    error
-}
-
-// Start hands the turn to a worker, which claims the session and runs the
-// turn to its end. It returns once the claim is decided: *aap.Error for a
+// Start claims the session and hands the turn to a worker, which runs it
+// to its end. It returns once the claim is decided: *aap.Error for a
 // request that breaks a protocol rule, *store.TurnRunningError while
 // another turn runs, store.ErrNotFound for an unknown session,
 // ErrTooManyTurns when the tenant runs as many turns as it may,
 // ErrOverFairShare or ErrOverloaded when every worker is busy (see
-// admission). If ctx ends first, Start returns its error and the worker
-// goes on: a turn claimed is run.
+// admission). The claim is made on the caller's goroutine but not under
+// ctx: once sent, it is decided (and a turn claimed is run) whether or not
+// the caller is still there to hear it.
 func (r *Runner) Start(ctx context.Context, p StartParams) (*Handle, error) {
+	return r.start(ctx, p, false)
+}
+
+// Run is Start for a caller that waits for the turn's end anyway (a stream
+// "none" request): the turn runs on the caller's goroutine, and Run returns
+// once its end is written, so Handle.Response answers at once. A turn
+// costs one goroutine and its stack fewer this way.
+func (r *Runner) Run(ctx context.Context, p StartParams) (*Handle, error) {
+	return r.start(ctx, p, true)
+}
+
+func (r *Runner) start(ctx context.Context, p StartParams, inline bool) (*Handle, error) {
 	if r.stopping.Load() {
 		return nil, ErrShutdown
 	}
@@ -197,51 +204,72 @@ func (r *Runner) Start(ctx context.Context, p StartParams) (*Handle, error) {
 		return nil, err
 	}
 	r.heartbeat.Do(func() { go r.heartbeatLoop() })
-	started := make(chan startOutcome, 1)
 	r.wg.Add(1)
+	h, t, err := r.begin(p)
+	if t == nil {
+		release()
+		r.wg.Done()
+		return h, err
+	}
+	if inline {
+		defer r.wg.Done()
+		defer release()
+		t.execute(release)
+		return h, nil
+	}
 	go func() {
 		defer r.wg.Done()
 		defer release()
-		r.work(p, started, release)
+		t.execute(release)
 	}()
-	select {
-	case o := <-started:
-		return o.handle, o.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return h, nil
 }
 
-// work claims the session and, if it may, runs the turn. It frees its
-// worker slot (release) as soon as the turn's end is written: a client
-// that sends its next turn at once must find the slot free.
-func (r *Runner) work(p StartParams, started chan<- startOutcome, release func()) {
+// claimedTurn is a turn whose claim landed, not yet run.
+type claimedTurn struct {
+	runner *Runner
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	span   trace.Span
+	run    *turnRun
+	active *activeTurn
+}
+
+// begin claims the session for a new turn. A turn to run comes with its
+// claimedTurn; a replay has only its handle.
+func (r *Runner) begin(p StartParams) (*Handle, *claimedTurn, error) {
 	ref := store.TurnRef{TenantID: p.TenantID, SessionID: p.SessionID, TurnID: store.NewTurnID()}
 	life, span := r.startTurnSpan(p, ref)
-	defer span.End() // a turn that ran ended it already (endTurnSpan)
 	run, begun, err := r.claim(life, ref, p)
 	traceClaim(span, run, begun, err)
 	switch {
 	case err != nil:
-		started <- startOutcome{err: err}
-		return
+		span.End()
+		return nil, nil, err
 	case begun.Replay:
-		started <- startOutcome{handle: &Handle{Turn: begun.Turn, Events: r.Follow(begun.Turn.Ref()), Replay: true, runner: r}}
-		return
+		span.End()
+		return &Handle{Turn: begun.Turn, Events: r.Follow(begun.Turn.Ref()), Replay: true, runner: r}, nil, nil
 	}
 	life = logContext(life, p.RequestID, ref)
 	if begun.Interrupted != "" {
 		r.log.InfoContext(life, "took over the session of a dead turn", "interrupted_turn", begun.Interrupted)
 	}
 	turnCtx, cancel := context.WithCancelCause(life)
-	defer cancel(nil)
 	active := &activeTurn{ref: ref, stream: run.stream, cancel: cancel}
 	r.mu.Lock()
 	r.running[ref.TurnID] = active
 	r.mu.Unlock()
-	started <- startOutcome{handle: &Handle{Turn: begun.Turn, Events: r.Follow(ref), runner: r, run: run}}
 	r.wakeSession(ref.TenantID, ref.SessionID)
-	r.execute(turnCtx, run, active, release)
+	return &Handle{Turn: begun.Turn, Events: r.Follow(ref), runner: r, run: run},
+		&claimedTurn{runner: r, ctx: turnCtx, cancel: cancel, span: span, run: run, active: active}, nil
+}
+
+// execute runs the claimed turn to its end; release frees its worker slot
+// as soon as the end is written.
+func (t *claimedTurn) execute(release func()) {
+	defer t.span.End() // a turn that ran ended it already (endTurnSpan)
+	defer t.cancel(nil)
+	t.runner.execute(t.ctx, t.run, t.active, release)
 }
 
 // claim claims the session for the turn. A claim whose commit went
@@ -333,17 +361,10 @@ func (r *Runner) liveStream(turnID string) *Stream {
 // is shown, so a client that sees it can send its next turn at once.
 func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, release func()) {
 	started := time.Now()
-	recCtx, stopRecorder := context.WithCancel(context.WithoutCancel(ctx))
-	recorded := make(chan struct{})
-	go func() {
-		defer close(recorded)
-		run.recorder.run(recCtx)
-	}()
-
+	run.recorder.start(context.WithoutCancel(ctx))
 	stop, err := run.run(ctx)
 	active.ending.Store(true)
-	stopRecorder()
-	<-recorded
+	run.recorder.stop()
 
 	status := store.TurnCompleted
 	cause := context.Cause(ctx)
@@ -385,9 +406,14 @@ func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, 
 	run.stream.finish()
 	r.cache.put(key, run.version, run.lastSeq, run.history, run.known())
 	close(run.done)
-	// The answer is out; compacting (perhaps with a model) follows it.
-	if status == store.TurnCompleted {
-		r.compactAfterTurn(detachedLogContext(r.lifeOf(run), ctx), run)
+	// The answer is out; compacting (perhaps with a model) follows it, in
+	// the background: the caller may be the request's own goroutine (Run).
+	if status == store.TurnCompleted && r.compactionDue(run) {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.compactAfterTurn(detachedLogContext(r.lifeOf(run), ctx), run)
+		}()
 	}
 }
 
@@ -575,9 +601,13 @@ func (r *Runner) Running() int {
 func (h *Handle) Response(ctx context.Context) (aap.TurnResponse, error) {
 	if h.run != nil {
 		select {
-		case <-ctx.Done():
-			return aap.TurnResponse{}, ctx.Err()
-		case <-h.run.done:
+		case <-h.run.done: // an ended turn answers whatever ctx says
+		default:
+			select {
+			case <-ctx.Done():
+				return aap.TurnResponse{}, ctx.Err()
+			case <-h.run.done:
+			}
 		}
 		if h.run.err == nil {
 			return aap.TurnResponse{StopReason: h.run.stop, Messages: h.run.produced, Error: h.run.turnErr}, nil

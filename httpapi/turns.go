@@ -20,9 +20,10 @@ import (
 // started, in every response mode.
 const TurnIDHeader = "Aapd-Turn-Id"
 
-// postTurn is POST /sessions/:id/turns. The turn runs in a worker, not in
-// this request: if the client goes away the turn still completes and its
-// messages reach the history.
+// postTurn is POST /sessions/:id/turns. The turn runs in a worker, not
+// under this request's context: if the client goes away the turn still
+// completes and its messages reach the history. (A stream "none" turn runs
+// on the request's goroutine, which waits for its end anyway.)
 func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) error {
 	id, err := sessionID(r)
 	if err != nil {
@@ -45,7 +46,12 @@ func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return &aap.Error{Field: "stream", Msg: `unknown stream mode "` + string(req.Stream) + `" (want "none", "delta" or "message")`}
 	}
-	h, err := s.cfg.Runner.Start(r.Context(), agents.StartParams{
+	start := s.cfg.Runner.Start
+	if req.Mode() == aap.StreamNone {
+		// The request waits for the end anyway: the turn runs on its goroutine.
+		start = s.cfg.Runner.Run
+	}
+	h, err := start(r.Context(), agents.StartParams{
 		TenantID: tenantOf(r), SessionID: id, Owner: ownerOf(r), Request: req,
 		IdempotencyKey: key, RequestHash: requestHash(r, body), RequestID: requestIDFrom(r.Context()),
 	})

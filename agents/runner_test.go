@@ -1,0 +1,116 @@
+package agents_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/agents"
+	"github.com/aapd/aapd/store"
+	"github.com/aapd/aapd/store/storetest"
+)
+
+// Run, for a caller that waits for the turn's end anyway, runs the turn on
+// the caller's goroutine: when it returns, the end is written and the
+// worker slot is free, and the answer is there without waiting.
+func TestRunReturnsOnceTheTurnsEndIsWritten(t *testing.T) {
+	st, _, runner := countedRunner(t)
+	ctx := context.Background()
+	tn := storetest.NewTenant(t, st)
+	sess, _, err := runner.CreateSession(ctx, store.SessionCreateParams{TenantID: tn.ID, AgentName: "echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"one", "two"} {
+		h, err := runner.Run(ctx, agents.StartParams{TenantID: tn.ID, SessionID: sess.ID,
+			Request: aap.TurnRequest{Messages: []aap.Message{aap.UserMessage(text)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := runner.Running(); n != 0 {
+			t.Fatalf("%d turns still running after Run returned", n)
+		}
+		stored, err := st.TurnGet(ctx, tn.ID, sess.ID, h.Turn.ID)
+		if err != nil || stored.Status != store.TurnCompleted {
+			t.Fatalf("turn record after Run: %+v, %v", stored, err)
+		}
+		answered, cancel := context.WithCancel(ctx)
+		cancel() // the answer must not need to wait
+		resp, err := h.Response(answered)
+		if err != nil || len(resp.Messages) != 1 || resp.Messages[0].Content.PlainText() != "Echo: "+text {
+			t.Fatalf("answer %+v, %v", resp, err)
+		}
+	}
+}
+
+// A turn that outlives the recording interval has its events written
+// while it runs — a stream on another replica shows them — and its log,
+// once ended, holds every event once, from turn_start to turn_stop.
+func TestALongTurnsEventsAreRecordedWhileItRuns(t *testing.T) {
+	st, _, runner := countedRunner(t)
+	ctx := context.Background()
+	tn := storetest.NewTenant(t, st)
+	sess, _, err := runner.CreateSession(ctx, store.SessionCreateParams{TenantID: tn.ID, AgentName: "echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := runner.Start(ctx, agents.StartParams{TenantID: tn.ID, SessionID: sess.ID,
+		Request: aap.TurnRequest{Stream: aap.StreamDelta, Messages: []aap.Message{aap.UserMessage("/slow 150\n/words 6")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := h.Turn.Ref()
+	var midTurn store.TurnLog
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		log, err := st.TurnEventsAfter(ctx, ref, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if log.Finished {
+			t.Fatalf("the turn ended before any of its events was recorded while it ran (%d events)", log.Len)
+		}
+		if log.Len > 1 {
+			midTurn = log
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no event recorded while the turn ran")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if midTurn.Events[0].Type != aap.EventTurnStart {
+		t.Errorf("recorded log starts with %q, want turn_start", midTurn.Events[0].Type)
+	}
+	if _, err := h.Response(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, runner)
+	log, err := st.TurnEventsAfter(ctx, ref, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !log.Finished || log.Len != len(log.Events) {
+		t.Fatalf("ended log: finished %v, %d of %d events", log.Finished, len(log.Events), log.Len)
+	}
+	var text strings.Builder
+	for i, e := range log.Events {
+		switch {
+		case i == 0 && e.Type != aap.EventTurnStart, i == len(log.Events)-1 && e.Type != aap.EventTurnStop:
+			t.Errorf("event %d is %q", i+1, e.Type)
+		case i > 0 && i < len(log.Events)-1 && (e.Type == aap.EventTurnStart || e.Type == aap.EventTurnStop):
+			t.Errorf("event %d is a second %q", i+1, e.Type)
+		}
+		text.WriteString(e.Delta)
+	}
+	// The events recorded mid-turn are the ended log's first ones.
+	for i, e := range midTurn.Events {
+		if e.Type != log.Events[i].Type || e.Delta != log.Events[i].Delta {
+			t.Errorf("event %d was %+v while the turn ran, %+v after", i+1, e, log.Events[i])
+		}
+	}
+	if !strings.Contains(text.String(), "6") {
+		t.Errorf("the deltas do not make the answer: %q", text.String())
+	}
+}
