@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/agents"
@@ -17,17 +18,26 @@ import (
 type sseWriter struct {
 	w  http.ResponseWriter
 	rc *http.ResponseController
+	// sent is true once anything (the headers at least) went out.
+	sent bool
 }
 
+// startSSE begins a stream and sends its headers at once.
 func startSSE(w http.ResponseWriter) *sseWriter {
+	s := prepareSSE(w)
+	_ = s.flush()
+	return s
+}
+
+// prepareSSE begins a stream whose headers go out with its first flush: a
+// stream whose first event is at hand sends both in one write.
+func prepareSSE(w http.ResponseWriter) *sseWriter {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // tell nginx-style proxies not to buffer
 	w.WriteHeader(http.StatusOK)
-	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
-	_ = s.rc.Flush()
-	return s
+	return &sseWriter{w: w, rc: http.NewResponseController(w)}
 }
 
 // event writes one event with its id (its position in the turn's stream).
@@ -50,10 +60,17 @@ func (s *sseWriter) comment(text string) error {
 	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
 		return err
 	}
+	return s.flush()
+}
+
+func (s *sseWriter) flush() error {
+	s.sent = true
 	return s.rc.Flush()
 }
 
-func (s *sseWriter) flush() error { return s.rc.Flush() }
+// sseHeadersWait is how long a stream's headers wait for its first events
+// to go out with them.
+const sseHeadersWait = 20 * time.Millisecond
 
 // streamEvents writes the events of src after position after until the turn
 // ends, the client goes away, or — for a stream that only follows a turn
@@ -76,16 +93,27 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, src agents
 	// the gauge at once.
 	s.metrics.streams.Inc()
 	defer s.metrics.streams.Dec()
-	out := startSSE(w)
+	// The headers wait for the first events, briefly: a new turn's
+	// turn_start is at hand, and goes out with them in one write.
+	out := prepareSSE(w)
 	pos := after
 	for {
-		readCtx, cancelRead := context.WithTimeout(ctx, s.cfg.KeepAlive)
+		wait := s.cfg.KeepAlive
+		if !out.sent {
+			wait = min(wait, sseHeadersWait)
+		}
+		readCtx, cancelRead := context.WithTimeout(ctx, wait)
 		events, done, err := src.Read(readCtx, pos)
 		quiet := errors.Is(readCtx.Err(), context.DeadlineExceeded)
 		cancelRead()
 		switch {
 		case ctx.Err() != nil:
 			return nil // the client left, or the server drains: the turn goes on
+		case err != nil && quiet && !out.sent:
+			if out.flush() != nil {
+				return nil
+			}
+			continue
 		case err != nil && quiet:
 			if out.comment("keep-alive") != nil {
 				return nil
