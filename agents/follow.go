@@ -23,7 +23,9 @@ var ErrTurnGone = fmt.Errorf("the turn no longer exists: its session was deleted
 // of a turn running (or finished) anywhere.
 type EventSource interface {
 	// Read returns the events after position after, waiting until there is
-	// at least one or the turn has ended; done reports the end.
+	// at least one or the turn has ended; done reports the end. Under a
+	// context already done it returns what is at hand without waiting if
+	// it can (a turn's live stream), else the context's error.
 	Read(ctx context.Context, after int) (events []aap.Event, done bool, err error)
 }
 

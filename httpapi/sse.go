@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/agents"
@@ -18,8 +17,6 @@ import (
 type sseWriter struct {
 	w  http.ResponseWriter
 	rc *http.ResponseController
-	// sent is true once anything (the headers at least) went out.
-	sent bool
 }
 
 // startSSE begins a stream and sends its headers at once.
@@ -63,14 +60,7 @@ func (s *sseWriter) comment(text string) error {
 	return s.flush()
 }
 
-func (s *sseWriter) flush() error {
-	s.sent = true
-	return s.rc.Flush()
-}
-
-// sseHeadersWait is how long a stream's headers wait for its first events
-// to go out with them.
-const sseHeadersWait = 20 * time.Millisecond
+func (s *sseWriter) flush() error { return s.rc.Flush() }
 
 // streamEvents writes the events of src after position after until the turn
 // ends, the client goes away, or — for a stream that only follows a turn
@@ -93,27 +83,33 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, src agents
 	// the gauge at once.
 	s.metrics.streams.Inc()
 	defer s.metrics.streams.Dec()
-	// The headers wait for the first events, briefly: a new turn's
-	// turn_start is at hand, and goes out with them in one write.
+	// What is at hand at once goes out with the headers, in one write: a
+	// new turn's turn_start always is. Else the headers go out alone.
 	out := prepareSSE(w)
 	pos := after
-	for {
-		wait := s.cfg.KeepAlive
-		if !out.sent {
-			wait = min(wait, sseHeadersWait)
+	now, nowDone := context.WithCancel(ctx)
+	nowDone()
+	if events, done, err := src.Read(now, pos); err == nil {
+		for _, e := range events {
+			pos++
+			if out.event(pos, e) != nil {
+				return nil
+			}
 		}
-		readCtx, cancelRead := context.WithTimeout(ctx, wait)
+		if out.flush() != nil || done {
+			return nil
+		}
+	} else if out.flush() != nil {
+		return nil
+	}
+	for {
+		readCtx, cancelRead := context.WithTimeout(ctx, s.cfg.KeepAlive)
 		events, done, err := src.Read(readCtx, pos)
 		quiet := errors.Is(readCtx.Err(), context.DeadlineExceeded)
 		cancelRead()
 		switch {
 		case ctx.Err() != nil:
 			return nil // the client left, or the server drains: the turn goes on
-		case err != nil && quiet && !out.sent:
-			if out.flush() != nil {
-				return nil
-			}
-			continue
 		case err != nil && quiet:
 			if out.comment("keep-alive") != nil {
 				return nil

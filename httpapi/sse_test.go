@@ -67,7 +67,7 @@ func TestStreamHeadersGoOutWithTheFirstEventsAtHand(t *testing.T) {
 		want  []string // what each flush sends, in order: an event type, or "" for the headers alone
 	}{
 		{"events at hand", 0, []string{"turn_start"}},
-		{"a quiet turn", 10 * sseHeadersWait, []string{"", "turn_start"}},
+		{"a quiet turn", 50 * time.Millisecond, []string{"", "turn_start"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &flushRecorder{header: http.Header{}}
