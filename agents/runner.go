@@ -409,10 +409,11 @@ func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, 
 	// The answer is out; compacting (perhaps with a model) follows it, in
 	// the background: the caller may be the request's own goroutine (Run).
 	if status == store.TurnCompleted && r.compactionDue(run) {
+		compactCtx := detachedLogContext(r.lifeOf(run), ctx) // the runner's life, not the turn's
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			r.compactAfterTurn(detachedLogContext(r.lifeOf(run), ctx), run)
+			r.compactAfterTurn(compactCtx, run)
 		}()
 	}
 }
