@@ -44,7 +44,7 @@ func recordInterval(mode aap.StreamMode, running int) time.Duration {
 // process. The last events are not written by it but with the turn's end
 // (TurnFinish), in the same statement. It owns no goroutine: a flush is a
 // timer armed when events wait, so a turn that ends within the interval —
-// most do — costs nothing here.
+// most do — costs a timer here, not a goroutine or a write.
 type recorder struct {
 	store   *store.Store
 	ref     store.TurnRef
