@@ -16,13 +16,8 @@ import (
 // the caller's goroutine: when it returns, the end is written and the
 // worker slot is free, and the answer is there without waiting.
 func TestRunReturnsOnceTheTurnsEndIsWritten(t *testing.T) {
-	st, _, runner := countedRunner(t)
+	st, runner, tn, sess := echoSession(t)
 	ctx := context.Background()
-	tn := storetest.NewTenant(t, st)
-	sess, _, err := runner.CreateSession(ctx, store.SessionCreateParams{TenantID: tn.ID, AgentName: "echo"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, text := range []string{"one", "two"} {
 		h, err := runner.Run(ctx, agents.StartParams{TenantID: tn.ID, SessionID: sess.ID,
 			Request: aap.TurnRequest{Messages: []aap.Message{aap.UserMessage(text)}}})
@@ -49,13 +44,8 @@ func TestRunReturnsOnceTheTurnsEndIsWritten(t *testing.T) {
 // while it runs — a stream on another replica shows them — and its log,
 // once ended, holds every event once, from turn_start to turn_stop.
 func TestALongTurnsEventsAreRecordedWhileItRuns(t *testing.T) {
-	st, _, runner := countedRunner(t)
+	st, runner, tn, sess := echoSession(t)
 	ctx := context.Background()
-	tn := storetest.NewTenant(t, st)
-	sess, _, err := runner.CreateSession(ctx, store.SessionCreateParams{TenantID: tn.ID, AgentName: "echo"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	h, err := runner.Start(ctx, agents.StartParams{TenantID: tn.ID, SessionID: sess.ID,
 		Request: aap.TurnRequest{Stream: aap.StreamDelta, Messages: []aap.Message{aap.UserMessage("/slow 150\n/words 6")}}})
 	if err != nil {
@@ -113,4 +103,17 @@ func TestALongTurnsEventsAreRecordedWhileItRuns(t *testing.T) {
 	if !strings.Contains(text.String(), "6") {
 		t.Errorf("the deltas do not make the answer: %q", text.String())
 	}
+}
+
+// echoSession is a new session of the echo agent, in a tenant of its own,
+// with the runner and store that serve it.
+func echoSession(t *testing.T) (*store.Store, *agents.Runner, storetest.Tenant, store.Session) {
+	t.Helper()
+	st, _, runner := countedRunner(t)
+	tn := storetest.NewTenant(t, st)
+	sess, _, err := runner.CreateSession(context.Background(), store.SessionCreateParams{TenantID: tn.ID, AgentName: "echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, runner, tn, sess
 }

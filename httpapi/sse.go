@@ -83,33 +83,33 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, src agents
 	// the gauge at once.
 	s.metrics.streams.Inc()
 	defer s.metrics.streams.Dec()
-	// What is at hand at once goes out with the headers, in one write: a
-	// new turn's turn_start always is. Else the headers go out alone.
 	out := prepareSSE(w)
 	pos := after
-	now, nowDone := context.WithCancel(ctx)
-	nowDone()
-	if events, done, err := src.Read(now, pos); err == nil {
-		for _, e := range events {
-			pos++
-			if out.event(pos, e) != nil {
-				return nil
-			}
+	for first := true; ; first = false {
+		var (
+			readCtx    context.Context
+			cancelRead context.CancelFunc
+		)
+		if first {
+			// What is at hand at once goes out with the headers, in one
+			// write (a new turn's turn_start always is); else they go alone.
+			readCtx, cancelRead = context.WithCancel(ctx)
+			cancelRead()
+		} else {
+			readCtx, cancelRead = context.WithTimeout(ctx, s.cfg.KeepAlive)
 		}
-		if out.flush() != nil || done {
-			return nil
-		}
-	} else if out.flush() != nil {
-		return nil
-	}
-	for {
-		readCtx, cancelRead := context.WithTimeout(ctx, s.cfg.KeepAlive)
 		events, done, err := src.Read(readCtx, pos)
 		quiet := errors.Is(readCtx.Err(), context.DeadlineExceeded)
 		cancelRead()
 		switch {
 		case ctx.Err() != nil:
 			return nil // the client left, or the server drains: the turn goes on
+		case first && err != nil:
+			// Nothing at hand: the headers alone, then a read that waits.
+			if out.flush() != nil {
+				return nil
+			}
+			continue
 		case err != nil && quiet:
 			if out.comment("keep-alive") != nil {
 				return nil
