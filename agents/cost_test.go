@@ -3,6 +3,7 @@ package agents_test
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,68 @@ func TestANewSessionAndItsFirstTurnTakeThreeRoundTrips(t *testing.T) {
 				if strings.HasPrefix(strings.TrimSpace(s), "SELECT") {
 					t.Errorf("a new conversation read: %s", s)
 				}
+			}
+		})
+	}
+}
+
+// A stream "none" turn's client hears of it only once its end is
+// committed, and that commit puts the claim's WAL on disk too: so that
+// turn's claim (Run) commits without waiting for the disk. Every other
+// commit waits: a streamed turn shows turn_start after its claim, and a
+// turn started by Start may show anything as soon as it is claimed.
+func TestOnlyAnAwaitedTurnsClaimCommitsWithoutWaitingForTheDisk(t *testing.T) {
+	st, counter, runner := countedRunner(t)
+	ctx := context.Background()
+	tn := storetest.NewTenant(t, st)
+	sess, _, err := runner.CreateSession(ctx, store.SessionCreateParams{TenantID: tn.ID, AgentName: "echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const async = "SET LOCAL synchronous_commit TO off"
+	for _, tc := range []struct {
+		name       string
+		start      func(context.Context, agents.StartParams) (*agents.Handle, error)
+		stream     aap.StreamMode
+		asyncClaim bool
+	}{
+		{"Run, stream none", runner.Run, aap.StreamNone, true},
+		{"Start, stream none", runner.Start, aap.StreamNone, false},
+		{"Start, stream delta", runner.Start, aap.StreamDelta, false},
+		{"Start, stream message", runner.Start, aap.StreamMessage, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			counter.Reset()
+			h, err := tc.start(ctx, agents.StartParams{TenantID: tn.ID, SessionID: sess.ID,
+				Request: aap.TurnRequest{Stream: tc.stream, Messages: []aap.Message{aap.UserMessage(tc.name)}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.Response(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitIdle(t, runner)
+			_, commits, statements := counter.Counts()
+			if commits != 2 {
+				t.Fatalf("%d commits, want 2 (the claim, the end):\n%s", commits, strings.Join(statements, "\n"))
+			}
+			// Each commit's transaction, in order: the claim's, then the end's.
+			var txs [][]string
+			var tx []string
+			for _, s := range statements {
+				tx = append(tx, s)
+				if s == "COMMIT" {
+					txs, tx = append(txs, tx), nil
+				}
+			}
+			if len(txs) != 2 {
+				t.Fatalf("%d transactions end with COMMIT, want 2:\n%s", len(txs), strings.Join(statements, "\n"))
+			}
+			if got := slices.Contains(txs[0], async); got != tc.asyncClaim {
+				t.Errorf("the claim commits without waiting for the disk: %v, want %v:\n%s", got, tc.asyncClaim, strings.Join(txs[0], "\n"))
+			}
+			if slices.Contains(txs[1], async) {
+				t.Errorf("the turn's end commits without waiting for the disk:\n%s", strings.Join(txs[1], "\n"))
 			}
 		})
 	}

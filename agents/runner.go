@@ -154,6 +154,11 @@ type StartParams struct {
 	// RequestID is the id of the request that starts the turn: the
 	// worker's log lines carry it (logContext).
 	RequestID string
+
+	// awaited is true when the caller tells its client nothing before the
+	// turn's end is written (Run): the claim need not wait for the disk
+	// (store.TurnBeginParams.AsyncCommit).
+	awaited bool
 }
 
 // Handle is a started turn.
@@ -185,7 +190,10 @@ func (r *Runner) Start(ctx context.Context, p StartParams) (*Handle, error) {
 // Run is Start for a caller that waits for the turn's end anyway (a stream
 // "none" request): the turn runs on the caller's goroutine, and Run returns
 // once its end is written, so Handle.Response answers at once. A turn
-// costs one goroutine and its stack fewer this way.
+// costs one goroutine and its stack fewer this way, and its claim commits
+// without waiting for the disk: the client hears of the turn only after
+// its end's commit, which, WAL being flushed in order, makes the claim
+// durable too.
 func (r *Runner) Run(ctx context.Context, p StartParams) (*Handle, error) {
 	return r.start(ctx, p, true)
 }
@@ -199,6 +207,7 @@ func (r *Runner) start(ctx context.Context, p StartParams, inline bool) (*Handle
 		maxRunning = r.cfg.MaxRunningTurns(ctx, p.TenantID)
 	}
 	p.requestSpan = trace.SpanContextFromContext(ctx)
+	p.awaited = inline
 	release, err := r.admit.admit(p.TenantID, maxRunning)
 	if err != nil {
 		return nil, err
@@ -287,6 +296,7 @@ func (r *Runner) claim(life context.Context, ref store.TurnRef, p StartParams) (
 		Owner: r.cfg.Owner(), Lease: r.cfg.Lease, SessionOwner: p.Owner,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
 		CachedVersion: cached.version, CachedUpTo: cached.upTo, Known: cached.known,
+		AsyncCommit: p.awaited,
 		Prepare: func(sess store.Session) (store.TurnPlan, error) {
 			var ok bool
 			if agent, ok = r.cfg.Agents.Get(sess.AgentName); !ok {
@@ -329,6 +339,7 @@ func (r *Runner) claim(life context.Context, ref store.TurnRef, p StartParams) (
 		runner: r, agent: agent, turn: begun.Turn, session: begun.Session,
 		history: history, stream: newStream(), version: begun.CompactionVersion, lastSeq: begun.LastSeq,
 		pending: begun.Session.Pending, pendingCommitted: begun.Session.Pending, done: make(chan struct{}),
+		asyncClaim: params.AsyncCommit,
 	}
 	run.recorder = newRecorder(r.store, ref, run.stream, begun.Turn.Stream, r.Running, func() { r.cancelTurn(ref.TurnID, store.ErrClaimLost) })
 	for i, m := range begun.Appended {
@@ -621,6 +632,9 @@ func (h *Handle) Response(ctx context.Context) (aap.TurnResponse, error) {
 	src := h.runner.Follow(h.Turn.Ref())
 	for {
 		events, done, err := src.Read(ctx, pos)
+		if errors.Is(err, ErrTurnGone) && h.run != nil && h.run.asyncClaim {
+			err = h.lostClaim(ctx)
+		}
 		if err != nil {
 			return aap.TurnResponse{}, err
 		}
@@ -641,4 +655,20 @@ func (h *Handle) Response(ctx context.Context) (aap.TurnResponse, error) {
 		resp.Messages[i] = m.Message
 	}
 	return resp, nil
+}
+
+// lostClaim tells why the record of a turn whose claim did not wait for the
+// disk is gone: its session was deleted (ErrTurnGone), or, with the session
+// still there, a database crash took the claim before the turn's end was
+// written. Then nothing of the turn was kept, and none of it was shown: the
+// client may send it again.
+func (h *Handle) lostClaim(ctx context.Context) error {
+	_, err := h.runner.store.SessionGet(ctx, h.Turn.TenantID, h.Turn.SessionID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return ErrTurnGone
+	case err != nil:
+		return err
+	}
+	return fmt.Errorf("turn %s was lost with a database crash before it ended; send it again: %w", h.Turn.ID, store.ErrUnavailable)
 }

@@ -2,6 +2,7 @@ package agents_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -116,4 +117,81 @@ func echoSession(t *testing.T) (*store.Store, *agents.Runner, storetest.Tenant, 
 		t.Fatal(err)
 	}
 	return st, runner, tn, sess
+}
+
+// An awaited turn's claim commits without waiting for the disk (Run), so a
+// Postgres crash before the turn's end can take the claim with it: the
+// turn's record, its incoming messages and the session's hold are gone
+// (here removed by hand, as the crash would leave them). Its client, which
+// had heard nothing of it, is told to send it again — not that the session
+// is gone, which is what a deletion of the session tells.
+func TestAnAwaitedTurnLostWithItsClaimIsToBeSentAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose string // what happens to the database mid-turn
+		want error
+	}{
+		{"the claim lost with a crash", `
+			WITH gone AS (DELETE FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3 RETURNING first_seq),
+			     msgs AS (DELETE FROM messages WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3),
+			     comp AS (DELETE FROM compacted_messages WHERE tenant_id = $1 AND session_id = $2 AND seq >= (SELECT first_seq FROM gone))
+			UPDATE sessions SET active_turn_id = NULL, lease_owner = NULL, lease_expires_at = NULL,
+			       last_seq = (SELECT first_seq - 1 FROM gone)
+			WHERE tenant_id = $1 AND id = $2`, store.ErrUnavailable},
+		{"the session deleted", `DELETE FROM sessions WHERE tenant_id = $1 AND id = $2 AND $3 <> ''`, agents.ErrTurnGone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, runner, tn, sess := echoSession(t)
+			ctx := context.Background()
+			type ran struct {
+				h   *agents.Handle
+				err error
+			}
+			done := make(chan ran, 1)
+			go func() {
+				h, err := runner.Run(ctx, agents.StartParams{TenantID: tn.ID, SessionID: sess.ID,
+					Request: aap.TurnRequest{Messages: []aap.Message{aap.UserMessage("/slow 300\n/words 2")}}})
+				done <- ran{h, err}
+			}()
+			var turnID string
+			for deadline := time.Now().Add(5 * time.Second); turnID == ""; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the turn was not claimed")
+				}
+				storetest.Scan(t, storetest.URL(t), `SELECT coalesce(active_turn_id, '') FROM sessions WHERE tenant_id = $1 AND id = $2`,
+					[]any{tn.ID, sess.ID}, &turnID)
+			}
+			storetest.Exec(t, storetest.URL(t), tc.lose, tn.ID, sess.ID, turnID)
+			r := <-done
+			if r.err != nil {
+				t.Fatalf("Run: %v", r.err)
+			}
+			_, err := r.h.Response(ctx)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("answer: %v, want %v", err, tc.want)
+			}
+			if tc.want != store.ErrUnavailable {
+				return
+			}
+			// Nothing of the lost turn is kept, and the session takes the
+			// turn sent again.
+			h, err := runner.Run(ctx, agents.StartParams{TenantID: tn.ID, SessionID: sess.ID,
+				Request: aap.TurnRequest{Messages: []aap.Message{aap.UserMessage("again")}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp, err := h.Response(ctx); err != nil || resp.Messages[0].Content.PlainText() != "Echo: again" {
+				t.Fatalf("the turn sent again answered %+v, %v", resp, err)
+			}
+			for _, typ := range []aap.HistoryType{aap.HistoryFull, aap.HistoryCompacted} {
+				hist, err := st.History(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: sess.ID, Type: typ})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(hist) != 2 || hist[0].Message.Content.PlainText() != "again" || hist[1].Message.Content.PlainText() != "Echo: again" {
+					t.Errorf("%s history after the lost turn and the one sent again: %+v", typ, hist)
+				}
+			}
+		})
+	}
 }

@@ -1,9 +1,11 @@
 -- One aapd turn (stream "none", one model step, no tools), statement for statement as aapd runs it
 -- since the one-round-trip claim (read from log_statement=all, the echo agent, a session the process
--- left as it is): 2 round trips (two pipelines), 2 commits. Run with -M prepared (pgx caches prepared
--- statements the same way) and -D tenant=<uuid> -D pub=<api key public id> -D m=<sessions per client>
--- -D off=<first session number>. Sessions sess_<32-digit n> must exist (seed.sql); each client uses
--- its own m sessions, so no two clients ever touch one session (aapd would answer 409).
+-- left as it is): 2 round trips (two pipelines), 2 commits, the first not waiting for the disk (the
+-- client hears of the turn only after the second, which flushes the first's WAL too). Run with
+-- -M prepared (pgx caches prepared statements the same way) and -D tenant=<uuid> -D pub=<api key
+-- public id> -D m=<sessions per client> -D off=<first session number>. Sessions sess_<32-digit n>
+-- must exist (seed.sql); each client uses its own m sessions, so no two clients ever touch one
+-- session (aapd would answer 409).
 -- What cannot be replayed: the claim's guard compares the row's xmin and updated_at with the values
 -- the previous turn's end returned, which pgbench does not know; it compares them with themselves
 -- (the same work). Seqs are random (unique per session), where aapd counts them.
@@ -14,6 +16,7 @@
 -- round trip 1: the claim, the turn's record, the user's message in both histories; one commit
 \startpipeline
 BEGIN;
+SET LOCAL synchronous_commit TO off;
 WITH claim AS (UPDATE sessions SET agent_tools = NULL, options = '{}', secret_options = NULL, client_tools = NULL, pending_tool_calls = '[]', active_turn_id = 'turn_' || :t, lease_owner = 1222225720, lease_expires_at = now() + 30000 * interval '1 millisecond', last_seq = :q, updated_at = now() WHERE tenant_id = :tenant AND id = 'sess_' || lpad(:s::text, 32, '0') AND xmin = xmin AND updated_at = updated_at AND active_turn_id IS NULL AND ('' = '' OR owner = '') RETURNING 1) SELECT 1 / (SELECT count(*) FROM claim);
 INSERT INTO turns (tenant_id, session_id, id, status, stream, owner, idempotency_key, request_hash, first_seq) VALUES (:tenant, 'sess_' || lpad(:s::text, 32, '0'), 'turn_' || :t, 'running', 'none', 1222225720, nullif('', ''), NULL, :q) RETURNING tenant_id::text, session_id, id, status, stream, coalesce(stop_reason, ''), coalesce(error_type, ''), coalesce(error, ''), input_tokens, output_tokens, coalesce(idempotency_key, ''), created_at, finished_at;
 INSERT INTO messages (tenant_id, session_id, seq, turn_id, origin, message, extra) VALUES (:tenant, 'sess_' || lpad(:s::text, 32, '0'), :q::bigint, ('turn_' || :t)::text, 'client'::text, '{"role":"user","content":"Hello there, how are you doing today?"}'::text::json, NULL::text::json);
