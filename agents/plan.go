@@ -34,11 +34,46 @@ func DenialText(reason string) string {
 // pure: it runs inside the claiming transaction. ids are the client's ids of
 // req.Messages, index by index (see StartParams.MessageIDs): each message
 // stored is recorded with its own.
-func planTurn(agent *Agent, sess store.Session, req aap.TurnRequest, ids []string) (store.TurnPlan, error) {
-	if err := aap.ValidateTurn(req, sess.AgentName, sess.AgentTools, agent.Info); err != nil {
+//
+// It runs deep in a request's stack (the claim), so what only some turns
+// need — overrides, tool results — is planned in functions of its own,
+// whose frames a plain user message never puts on the stack.
+func planTurn(agent *Agent, sess *store.Session, req *aap.TurnRequest, ids []string) (store.TurnPlan, error) {
+	if err := aap.ValidateTurn(*req, sess.AgentName, sess.AgentTools, agent.Info); err != nil {
 		return store.TurnPlan{}, err
 	}
 	var plan store.TurnPlan
+	if req.Agent != nil || req.Tools != nil {
+		if err := planOverrides(&plan, agent, sess, req); err != nil {
+			return store.TurnPlan{}, err
+		}
+	}
+	// Granted calls a dead turn never ran can no longer be answered by the
+	// client: close them first, whatever this turn carries.
+	var open []aap.PendingToolCall
+	for _, p := range sess.Pending {
+		if p.Granted {
+			plan.Messages = append(plan.Messages, serverNote(p.ToolCallID, InterruptedToolCallText))
+			continue
+		}
+		open = append(open, p)
+	}
+	if req.Messages[0].Role != aap.RoleUser {
+		if err := planToolResults(&plan, open, req, ids); err != nil {
+			return store.TurnPlan{}, err
+		}
+		return plan, nil
+	}
+	for _, p := range open {
+		plan.Messages = append(plan.Messages, serverNote(p.ToolCallID, CancelledToolCallText))
+	}
+	plan.Messages = append(plan.Messages, store.NewMessage{Message: req.Messages[0], Origin: store.OriginClient, ClientID: idAt(ids, 0)})
+	return plan, nil
+}
+
+// planOverrides adds to plan the request's overrides of the session's
+// server tools, options and client tools.
+func planOverrides(plan *store.TurnPlan, agent *Agent, sess *store.Session, req *aap.TurnRequest) error {
 	if o := req.Agent; o != nil {
 		if o.Tools != nil {
 			// Names stay unique across client and server tools also when
@@ -46,7 +81,7 @@ func planTurn(agent *Agent, sess store.Session, req aap.TurnRequest, ids []strin
 			// tools against them).
 			if req.Tools == nil {
 				if err := aap.ValidateServerTools("agent.tools", o.Tools, sess.ClientTools); err != nil {
-					return store.TurnPlan{}, err
+					return err
 				}
 			}
 			plan.SetAgentTools, plan.AgentTools = true, o.Tools
@@ -64,29 +99,15 @@ func planTurn(agent *Agent, sess store.Session, req aap.TurnRequest, ids []strin
 	if req.Tools != nil {
 		plan.SetClientTools, plan.ClientTools = true, req.Tools
 	}
+	return nil
+}
 
-	// Granted calls a dead turn never ran can no longer be answered by the
-	// client: close them first, whatever this turn carries.
-	var open []aap.PendingToolCall
-	for _, p := range sess.Pending {
-		if p.Granted {
-			plan.Messages = append(plan.Messages, serverNote(p.ToolCallID, InterruptedToolCallText))
-			continue
-		}
-		open = append(open, p)
-	}
-
-	if req.Messages[0].Role == aap.RoleUser {
-		for _, p := range open {
-			plan.Messages = append(plan.Messages, serverNote(p.ToolCallID, CancelledToolCallText))
-		}
-		plan.Messages = append(plan.Messages, store.NewMessage{Message: req.Messages[0], Origin: store.OriginClient, ClientID: idAt(ids, 0)})
-		return plan, nil
-	}
-
+// planToolResults adds to plan the request's answers to the open tool
+// calls: results and denials to store, granted server calls to run.
+func planToolResults(plan *store.TurnPlan, open []aap.PendingToolCall, req *aap.TurnRequest, ids []string) error {
 	res, err := aap.ResolveToolCalls(open, req.Messages)
 	if err != nil {
-		return store.TurnPlan{}, err
+		return err
 	}
 	// Results come in the order of the calls, not of the request.
 	byCall := map[string]string{}
@@ -106,7 +127,7 @@ func planTurn(agent *Agent, sess store.Session, req aap.TurnRequest, ids []strin
 		}
 		plan.Pending = append(plan.Pending, aap.PendingToolCall{ToolCall: p.Call, Server: true, Granted: true})
 	}
-	return plan, nil
+	return nil
 }
 
 // idAt returns ids[i], or "" past its end.

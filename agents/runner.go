@@ -214,7 +214,7 @@ func (r *Runner) start(ctx context.Context, p StartParams, inline bool) (*Handle
 	}
 	r.heartbeat.Do(func() { go r.heartbeatLoop() })
 	r.wg.Add(1)
-	h, t, err := r.begin(p)
+	h, t, err := r.begin(&p)
 	if t == nil {
 		release()
 		r.wg.Done()
@@ -246,7 +246,7 @@ type claimedTurn struct {
 
 // begin claims the session for a new turn. A turn to run comes with its
 // claimedTurn; a replay has only its handle.
-func (r *Runner) begin(p StartParams) (*Handle, *claimedTurn, error) {
+func (r *Runner) begin(p *StartParams) (*Handle, *claimedTurn, error) {
 	ref := store.TurnRef{TenantID: p.TenantID, SessionID: p.SessionID, TurnID: store.NewTurnID()}
 	life, span := r.startTurnSpan(p, ref)
 	run, begun, err := r.claim(life, ref, p)
@@ -284,14 +284,14 @@ func (t *claimedTurn) execute(release func()) {
 // claim claims the session for the turn. A claim whose commit went
 // unanswered is looked for until the database answers: if it landed, the
 // turn is run like any other.
-func (r *Runner) claim(life context.Context, ref store.TurnRef, p StartParams) (*turnRun, store.TurnBegun, error) {
+func (r *Runner) claim(life context.Context, ref store.TurnRef, p *StartParams) (*turnRun, *store.TurnBegun, error) {
 	key := cacheKey(ref.TenantID, ref.SessionID)
 	cached := r.cache.get(key)
 	var (
 		agent *Agent
 		plan  store.TurnPlan
 	)
-	params := store.TurnBeginParams{
+	params := &store.TurnBeginParams{
 		TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: ref.TurnID, Stream: p.Request.Mode(),
 		Owner: r.cfg.Owner(), Lease: r.cfg.Lease, SessionOwner: p.Owner,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
@@ -303,7 +303,7 @@ func (r *Runner) claim(life context.Context, ref store.TurnRef, p StartParams) (
 				return store.TurnPlan{}, fmt.Errorf("%w: %q", ErrUnknownAgent, sess.AgentName)
 			}
 			var err error
-			plan, err = planTurn(agent, sess, p.Request, p.MessageIDs)
+			plan, err = planTurn(agent, &sess, &p.Request, p.MessageIDs)
 			return plan, err
 		},
 	}

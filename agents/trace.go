@@ -95,7 +95,7 @@ func tracerFrom(ctx context.Context) trace.Tracer {
 // startTurnSpan starts a turn's span on the runner's context, before its
 // claim, so the claim's SQL is inside it. Its name and agent are known once
 // the claim has read the session (traceClaim).
-func (r *Runner) startTurnSpan(p StartParams, ref store.TurnRef) (context.Context, trace.Span) {
+func (r *Runner) startTurnSpan(p *StartParams, ref store.TurnRef) (context.Context, trace.Span) {
 	ctx := r.life
 	opts := []trace.SpanStartOption{trace.WithAttributes(
 		attrOperation.String(operationAgent), attrConversation.String(ref.SessionID),
@@ -113,7 +113,7 @@ func (r *Runner) startTurnSpan(p StartParams, ref store.TurnRef) (context.Contex
 // traceClaim records the claim's outcome on the turn's span: the agent
 // that runs it, or why it did not run (another turn runs, an idempotent
 // replay). A turn that did not run ends its span when its worker returns.
-func traceClaim(span trace.Span, run *turnRun, begun store.TurnBegun, err error) {
+func traceClaim(span trace.Span, run *turnRun, begun *store.TurnBegun, err error) {
 	switch {
 	case err != nil:
 		recordError(span, err)

@@ -15,10 +15,10 @@ import (
 // knownTurn runs one turn through the store as a runner does — claim with
 // known (nil for none), one answer, finish — and returns the session as
 // the finish left it, with the history the claim returned.
-func knownTurn(t *testing.T, st *store.Store, ref store.TurnRef, owner string, known *store.KnownSession, text string) (*store.KnownSession, store.TurnBegun, error) {
+func knownTurn(t *testing.T, st *store.Store, ref store.TurnRef, owner string, known *store.KnownSession, text string) (*store.KnownSession, *store.TurnBegun, error) {
 	t.Helper()
 	ctx := context.Background()
-	begun, err := st.TurnBegin(ctx, store.TurnBeginParams{
+	begun, err := st.TurnBegin(ctx, &store.TurnBeginParams{
 		TenantID: ref.TenantID, SessionID: ref.SessionID, SessionOwner: owner, TurnID: store.NewTurnID(),
 		Stream: aap.StreamNone, Owner: 1, Lease: time.Minute, Known: known,
 		Prepare: func(store.Session) (store.TurnPlan, error) {
@@ -142,7 +142,7 @@ func TestAClaimOfAKnownSessionReadsWhatChangedSince(t *testing.T) {
 		// A write that changes nothing the turn reads still moves the row.
 		storetest.Exec(t, url, `UPDATE sessions SET pending_tool_calls = pending_tool_calls WHERE id = $1`, ref.SessionID)
 		prepared := 0
-		_, err := st.TurnBegin(ctx, store.TurnBeginParams{TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: store.NewTurnID(),
+		_, err := st.TurnBegin(ctx, &store.TurnBeginParams{TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: store.NewTurnID(),
 			Stream: aap.StreamNone, Owner: 1, Lease: time.Minute, Known: known, CachedVersion: known.CompactionVersion, CachedUpTo: known.LastSeq,
 			Prepare: func(store.Session) (store.TurnPlan, error) { prepared++; return store.TurnPlan{}, nil }})
 		if err != nil || prepared != 2 {
@@ -153,9 +153,9 @@ func TestAClaimOfAKnownSessionReadsWhatChangedSince(t *testing.T) {
 	t.Run("an idempotency key", func(t *testing.T) {
 		ref := newKnownSession(t, st, "")
 		known := firstTurn(t, st, ref, "")
-		claim := func(known *store.KnownSession, key, hash string) (store.TurnBegun, int, error) {
+		claim := func(known *store.KnownSession, key, hash string) (*store.TurnBegun, int, error) {
 			prepared := 0
-			begun, err := st.TurnBegin(ctx, store.TurnBeginParams{TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: store.NewTurnID(),
+			begun, err := st.TurnBegin(ctx, &store.TurnBeginParams{TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: store.NewTurnID(),
 				Stream: aap.StreamNone, Owner: 1, Lease: time.Minute, Known: known, IdempotencyKey: key, RequestHash: []byte(hash),
 				Prepare: func(store.Session) (store.TurnPlan, error) {
 					prepared++
@@ -199,7 +199,7 @@ func TestAClaimOfAKnownSessionReadsWhatChangedSince(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer in.Close()
-		running, err := st.TurnBegin(ctx, store.TurnBeginParams{TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: store.NewTurnID(),
+		running, err := st.TurnBegin(ctx, &store.TurnBeginParams{TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: store.NewTurnID(),
 			Stream: aap.StreamNone, Owner: in.ID(), Lease: time.Minute,
 			Prepare: func(store.Session) (store.TurnPlan, error) { return store.TurnPlan{}, nil }})
 		if err != nil {

@@ -56,8 +56,8 @@ func TestOwnerFiltersConfineEndUsersToTheirSessions(t *testing.T) {
 	}
 
 	// A turn on another's session is refused in the claim's own read.
-	begin := func(owner, id string) (store.TurnBegun, error) {
-		return st.TurnBegin(ctx, store.TurnBeginParams{
+	begin := func(owner, id string) (*store.TurnBegun, error) {
+		return st.TurnBegin(ctx, &store.TurnBeginParams{
 			TenantID: tn.ID, SessionID: id, SessionOwner: owner, TurnID: store.NewTurnID(), Stream: aap.StreamNone, Owner: 1, Lease: time.Minute,
 			Prepare: func(store.Session) (store.TurnPlan, error) {
 				return store.TurnPlan{Messages: []store.NewMessage{{Message: aap.UserMessage("hi"), Origin: store.OriginClient}}}, nil

@@ -63,7 +63,7 @@ func TestMessageClientIDsAreStoredWithTheirMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = st.TurnBegin(ctx, store.TurnBeginParams{
+	_, err = st.TurnBegin(ctx, &store.TurnBeginParams{
 		TenantID: tn.ID, SessionID: sess.ID, TurnID: store.NewTurnID(), Stream: aap.StreamDelta, Owner: 1, Lease: time.Minute,
 		Prepare: func(store.Session) (store.TurnPlan, error) {
 			return store.TurnPlan{Messages: []store.NewMessage{{Message: aap.UserMessage("again"), Origin: store.OriginClient, ClientID: "u2"}}}, nil

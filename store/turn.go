@@ -202,7 +202,7 @@ type TurnBegun struct {
 // When the commit's answer is lost, the error wraps ErrOutcomeUnknown:
 // TurnClaimed tells whether the claim landed, and if it did, the TurnBegun
 // returned alongside the error is what it stored.
-func (s *Store) TurnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, error) {
+func (s *Store) TurnBegin(ctx context.Context, p *TurnBeginParams) (*TurnBegun, error) {
 	out, err := s.turnBegin(ctx, p)
 	if err != nil {
 		return out, fmt.Errorf("begin turn on session %s: %w", p.SessionID, err)
@@ -210,10 +210,10 @@ func (s *Store) TurnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, er
 	return out, nil
 }
 
-func (s *Store) turnBegin(ctx context.Context, p TurnBeginParams) (TurnBegun, error) {
+func (s *Store) turnBegin(ctx context.Context, p *TurnBeginParams) (*TurnBegun, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return TurnBegun{}, interpretError(err)
+		return nil, interpretError(err)
 	}
 	defer conn.Release()
 	if p.Known != nil && !p.Known.Version.IsZero() {
@@ -248,21 +248,21 @@ type claimWrite struct {
 
 // planClaim runs the caller's Prepare against sess, whose last seq is
 // lastSeq, and makes the claim's writes.
-func (s *Store) planClaim(p TurnBeginParams, sess Session, lastSeq int64) (claimWrite, error) {
-	plan, err := p.Prepare(sess)
+func (s *Store) planClaim(p *TurnBeginParams, sess *Session, lastSeq int64) (*claimWrite, error) {
+	plan, err := p.Prepare(*sess)
 	if err != nil {
-		return claimWrite{}, err
+		return nil, err
 	}
-	applyPlan(&sess, plan)
+	w := &claimWrite{sess: *sess, firstSeq: lastSeq + 1, lastSeq: lastSeq + int64(len(plan.Messages))}
+	sess = &w.sess
+	applyPlan(sess, plan)
 	sealed, err := s.sealer.sealJSON(sess.SecretOptions)
 	if err != nil {
-		return claimWrite{}, fmt.Errorf("seal secret options: %w", err)
+		return nil, fmt.Errorf("seal secret options: %w", err)
 	}
-	rows, err := newMessageRows(lastSeq+1, plan.Messages)
-	if err != nil {
-		return claimWrite{}, err
+	if w.rows, err = newMessageRows(lastSeq+1, plan.Messages); err != nil {
+		return nil, err
 	}
-	w := claimWrite{sess: sess, rows: rows, firstSeq: lastSeq + 1, lastSeq: lastSeq + int64(len(plan.Messages))}
 	w.setArgs = []any{p.TenantID, p.SessionID, jsonOrNull(sess.AgentTools), jsonObject(sess.Options), sealed,
 		jsonOrNull(sess.ClientTools), jsonList(sess.Pending), p.TurnID, p.Owner, p.Lease.Milliseconds(), w.lastSeq}
 	w.sess.ActiveTurnID = p.TurnID
@@ -271,7 +271,7 @@ func (s *Store) planClaim(p TurnBeginParams, sess Session, lastSeq int64) (claim
 
 // queueTurn queues the claim's turn record and messages, and returns the
 // index of the statement that returns the turn.
-func (w claimWrite) queueTurn(b *pgx.Batch, p TurnBeginParams) (turnStmt int) {
+func (w *claimWrite) queueTurn(b *pgx.Batch, p *TurnBeginParams) (turnStmt int) {
 	turnStmt = b.Len()
 	var hash []byte
 	if p.IdempotencyKey != "" {
@@ -294,13 +294,12 @@ func (w claimWrite) queueTurn(b *pgx.Batch, p TurnBeginParams) (turnStmt int) {
 	return turnStmt
 }
 
-// begun is what the claim stores, as TurnBegin returns it; out.Turn keeps
-// it should the commit's answer be lost.
-func (w claimWrite) begun(p TurnBeginParams, out TurnBegun) TurnBegun {
+// begun sets out to what the claim stores, as TurnBegin returns it;
+// out.Turn keeps it should the commit's answer be lost.
+func (w *claimWrite) begun(p *TurnBeginParams, out *TurnBegun) {
 	out.Session, out.Appended, out.LastSeq = w.sess, w.rows.stored, w.lastSeq
 	out.Turn = Turn{TenantID: p.TenantID, SessionID: p.SessionID, ID: p.TurnID, Status: TurnRunning,
 		Stream: p.Stream, IdempotencyKey: p.IdempotencyKey, CreatedAt: time.Now()}
-	return out
 }
 
 // turnBeginKnown claims the session in one round trip if its row is as
@@ -310,13 +309,13 @@ func (w claimWrite) begun(p TurnBeginParams, out TurnBegun) TurnBegun {
 // a unique index did — the idempotency key's, for a key used before (the
 // read under lock then replays its turn), or any other, which the read
 // path meets and reports again.
-func (s *Store) turnBeginKnown(ctx context.Context, conn *pgxpool.Conn, p TurnBeginParams) (out TurnBegun, claimed bool, err error) {
+func (s *Store) turnBeginKnown(ctx context.Context, conn *pgxpool.Conn, p *TurnBeginParams) (out *TurnBegun, claimed bool, err error) {
 	k := p.Known
-	w, err := s.planClaim(p, k.Session, k.LastSeq)
+	w, err := s.planClaim(p, &k.Session, k.LastSeq)
 	if err != nil {
 		// Planned again against the session as read, which says whether
 		// the request is wrong or the known session was stale.
-		return TurnBegun{}, false, nil
+		return nil, false, nil
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
@@ -330,24 +329,25 @@ func (s *Store) turnBeginKnown(ctx context.Context, conn *pgxpool.Conn, p TurnBe
 		append(w.setArgs, k.Version.xmin, k.Version.updatedAt, p.SessionOwner)...)
 	turnStmt := w.queueTurn(b, p)
 	b.Queue("COMMIT")
-	out = w.begun(p, TurnBegun{CompactionVersion: k.CompactionVersion})
-	err = sendClaim(ctx, conn, b, turnStmt, &out)
+	out = &TurnBegun{CompactionVersion: k.CompactionVersion}
+	w.begun(p, out)
+	err = sendClaim(ctx, conn, b, turnStmt, out)
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:
 		return out, true, nil
 	case errors.As(err, &pgErr) && (pgErr.Code == "22012" || pgErr.Code == "23505"):
-		return TurnBegun{}, false, nil
+		return nil, false, nil
 	case errors.Is(err, ErrOutcomeUnknown):
 		return out, true, err
 	}
-	return TurnBegun{}, true, err
+	return nil, true, err
 }
 
 // turnBeginRead claims the session in two round trips: it reads the
 // session under lock, with the idempotency key's turn and the compacted
 // history the caller does not hold, then writes and commits.
-func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p TurnBeginParams) (TurnBegun, error) {
+func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p *TurnBeginParams) (*TurnBegun, error) {
 	rollback := func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK") }
 
 	// Round trip 1: lock the session, look for the idempotency key, read
@@ -368,7 +368,7 @@ func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p TurnBeg
 		ORDER BY seq`, p.TenantID, p.SessionID, p.CachedVersion, p.CachedUpTo)
 
 	var (
-		out          TurnBegun
+		out          = &TurnBegun{}
 		lastSeq      int64
 		leaseExpires *time.Time
 		leaseOwner   *int32
@@ -398,7 +398,7 @@ func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p TurnBeg
 	}
 	if err != nil {
 		rollback()
-		return TurnBegun{}, interpretError(err)
+		return nil, interpretError(err)
 	}
 	// The cached history was current, and only what follows it was read,
 	// unless a compaction moved the version: then all of it was.
@@ -408,27 +408,27 @@ func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p TurnBeg
 	if p.IdempotencyKey != "" && prevErr == nil {
 		rollback()
 		if !bytes.Equal(prevHash, p.RequestHash) {
-			return TurnBegun{}, ErrIdempotencyMismatch
+			return nil, ErrIdempotencyMismatch
 		}
-		return TurnBegun{Turn: prev, Replay: true}, nil
+		return &TurnBegun{Turn: prev, Replay: true}, nil
 	}
 	if out.Session.ActiveTurnID != "" {
 		// A round trip more, only when a turn holds the session.
 		expired, dead, err := claimState(ctx, conn, leaseExpires, leaseOwner)
 		if err != nil {
 			rollback()
-			return TurnBegun{}, err
+			return nil, err
 		}
 		if !expired && !dead {
 			rollback()
-			return TurnBegun{}, &TurnRunningError{TurnID: out.Session.ActiveTurnID}
+			return nil, &TurnRunningError{TurnID: out.Session.ActiveTurnID}
 		}
 		out.Interrupted = out.Session.ActiveTurnID
 	}
-	w, err := s.planClaim(p, out.Session, lastSeq)
+	w, err := s.planClaim(p, &out.Session, lastSeq)
 	if err != nil {
 		rollback()
-		return TurnBegun{}, err
+		return nil, err
 	}
 
 	// Round trip 2: write and commit.
@@ -440,19 +440,19 @@ func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p TurnBeg
 	write.Queue(claimSetSQL, w.setArgs...)
 	turnStmt := w.queueTurn(write, p)
 	write.Queue("COMMIT")
-	out = w.begun(p, out)
-	if err := sendClaim(ctx, conn, write, turnStmt, &out); err != nil {
+	w.begun(p, out)
+	if err := sendClaim(ctx, conn, write, turnStmt, out); err != nil {
 		if errors.Is(err, ErrOutcomeUnknown) {
 			return out, err
 		}
-		return TurnBegun{}, err
+		return nil, err
 	}
 	return out, nil
 }
 
 // queueAsyncCommit makes the claim's transaction commit without waiting
 // for its WAL to reach disk, when p.AsyncCommit allows it.
-func queueAsyncCommit(b *pgx.Batch, p TurnBeginParams) {
+func queueAsyncCommit(b *pgx.Batch, p *TurnBeginParams) {
 	if p.AsyncCommit {
 		b.Queue("SET LOCAL synchronous_commit TO off")
 	}

@@ -15,7 +15,7 @@ import (
 
 // beginTurn claims a new session of a new tenant for a turn whose user
 // message is text.
-func beginTurn(t *testing.T, st *store.Store, text string) store.TurnBegun {
+func beginTurn(t *testing.T, st *store.Store, text string) *store.TurnBegun {
 	t.Helper()
 	ctx := context.Background()
 	tn := storetest.NewTenant(t, st)
@@ -23,7 +23,7 @@ func beginTurn(t *testing.T, st *store.Store, text string) store.TurnBegun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	begun, err := st.TurnBegin(ctx, store.TurnBeginParams{
+	begun, err := st.TurnBegin(ctx, &store.TurnBeginParams{
 		TenantID: tn.ID, SessionID: sess.ID, TurnID: store.NewTurnID(), Stream: aap.StreamNone, Owner: 1, Lease: time.Minute,
 		Prepare: func(store.Session) (store.TurnPlan, error) {
 			return store.TurnPlan{Messages: []store.NewMessage{{Message: aap.UserMessage(text), Origin: store.OriginClient}}}, nil
@@ -89,7 +89,7 @@ func TestRetriedTurnWritesThatLandedAreNoOps(t *testing.T) {
 		t.Errorf("log = %+v, %v", log, err)
 	}
 	// The session is free: the next turn claims it.
-	if _, err := st.TurnBegin(ctx, store.TurnBeginParams{TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: store.NewTurnID(),
+	if _, err := st.TurnBegin(ctx, &store.TurnBeginParams{TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: store.NewTurnID(),
 		Stream: aap.StreamNone, Owner: 1, Lease: time.Minute,
 		Prepare: func(store.Session) (store.TurnPlan, error) { return store.TurnPlan{}, nil }}); err != nil {
 		t.Errorf("next turn: %v", err)
@@ -103,7 +103,7 @@ func TestTurnWritesAfterATakeoverAreRefused(t *testing.T) {
 	begun := beginTurn(t, st, "hi")
 	ref := begun.Turn.Ref()
 	storetest.Exec(t, storetest.URL(t), `UPDATE sessions SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, ref.SessionID)
-	next, err := st.TurnBegin(ctx, store.TurnBeginParams{TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: store.NewTurnID(),
+	next, err := st.TurnBegin(ctx, &store.TurnBeginParams{TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: store.NewTurnID(),
 		Stream: aap.StreamNone, Owner: 2, Lease: time.Minute,
 		Prepare: func(store.Session) (store.TurnPlan, error) { return store.TurnPlan{}, nil }})
 	if err != nil || next.Interrupted != ref.TurnID {
@@ -270,8 +270,8 @@ func TestALiveTurnKeepsItsSessionWhereverTheSessionIsStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	begin := func(owner int32) (store.TurnBegun, error) {
-		return st.TurnBegin(ctx, store.TurnBeginParams{
+	begin := func(owner int32) (*store.TurnBegun, error) {
+		return st.TurnBegin(ctx, &store.TurnBeginParams{
 			TenantID: tn.ID, SessionID: sess.ID, TurnID: store.NewTurnID(), Stream: aap.StreamNone, Owner: owner, Lease: time.Minute,
 			Prepare: func(store.Session) (store.TurnPlan, error) {
 				return store.TurnPlan{Messages: []store.NewMessage{{Message: aap.UserMessage("hi"), Origin: store.OriginClient}}}, nil
