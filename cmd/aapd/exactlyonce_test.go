@@ -160,6 +160,87 @@ func TestPostgresCrashNeverDuplicatesAReply(t *testing.T) {
 	load.check(t, c, dbURL)
 }
 
+// A stream "none" turn's claim commits without waiting for the disk, so a
+// Postgres crash just after turns are claimed may take claims with it
+// (docs/durability.md, step 1). Whichever it takes: every turn answered is
+// kept, its message and reply once each; every turn refused with 503 left
+// nothing behind, and runs when it is sent again; no turn is left running.
+func TestPostgresCrashJustAfterClaimsKeepsEveryAnsweredTurnAndNothingElse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL and aapd processes")
+	}
+	pg, dbURL, key := crashablePostgres(t)
+	p := startProc(t, dbURL)
+	c := &client{t: t, base: p.base, key: key}
+	api := c.api()
+	sids := make([]string, 20)
+	for i := range sids {
+		sids[i] = c.echoSession(nil)
+	}
+	const text = "/slow 1500\n/words 2"
+	type answer struct {
+		res *aapclient.TurnResult
+		err error
+	}
+	answers := make([]answer, len(sids))
+	var wg sync.WaitGroup
+	for i, sid := range sids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res, err := api.SendTurn(ctx, sid, aap.TurnRequest{Messages: []aap.Message{aap.UserMessage(text)}})
+			answers[i] = answer{res, err}
+		}()
+	}
+	// The claims are committed, not all of them flushed yet.
+	time.Sleep(50 * time.Millisecond)
+	pg.run("pg_ctl", "-D", pg.data(), "stop", "-m", "immediate")
+	time.Sleep(300 * time.Millisecond)
+	pg.start()
+	wg.Wait()
+
+	waitFor(t, "the server to read again", 30*time.Second, func() bool {
+		_, err := api.ListSessions(context.Background(), aapclient.ListOptions{Limit: 1})
+		return err == nil
+	})
+	lost := 0
+	for i, sid := range sids {
+		var got []string
+		for _, m := range c.history(sid, aap.HistoryFull) {
+			got = append(got, string(m.Role)+":"+m.Content.PlainText())
+		}
+		var e *aapclient.Error
+		switch a := answers[i]; {
+		case a.err == nil:
+			if len(a.res.Messages) != 1 {
+				t.Fatalf("session %d: answered %+v", i, a.res.TurnResponse)
+			}
+			want := []string{"user:" + text, "assistant:" + a.res.Messages[0].Content.PlainText()}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("session %d, its turn answered: history %q, want %q", i, got, want)
+			}
+		case errors.As(a.err, &e) && e.Status == http.StatusServiceUnavailable:
+			lost++
+			if len(got) != 0 {
+				t.Errorf("session %d, its turn refused with 503: history %q, want nothing", i, got)
+			}
+			if resp := c.say(sid, "again"); len(resp.Messages) != 1 || resp.Messages[0].Content.PlainText() != "Echo: again" {
+				t.Errorf("session %d: the turn sent again answered %+v", i, resp)
+			}
+		default:
+			t.Errorf("session %d: %v", i, a.err)
+		}
+	}
+	t.Logf("%d of %d turns refused after the crash", lost, len(sids))
+	var running int
+	storetest.Scan(t, dbURL, `SELECT count(*) FROM turns WHERE status = 'running'`, nil, &running)
+	if running != 0 {
+		t.Errorf("%d turns are still recorded running", running)
+	}
+}
+
 // Defect 5: a turn failed with no reply when its client disconnected or
 // Postgres blinked as it started; everything after the claim now runs on
 // the worker, with the retries of every other write.
