@@ -253,19 +253,20 @@ func (s *Store) planClaim(p *TurnBeginParams, sess *Session, lastSeq int64) (*cl
 	if err != nil {
 		return nil, err
 	}
+	// The caller's session stays as it is; the claim's copy takes the plan.
 	w := &claimWrite{sess: *sess, firstSeq: lastSeq + 1, lastSeq: lastSeq + int64(len(plan.Messages))}
-	sess = &w.sess
-	applyPlan(sess, plan)
-	sealed, err := s.sealer.sealJSON(sess.SecretOptions)
+	next := &w.sess
+	applyPlan(next, plan)
+	sealed, err := s.sealer.sealJSON(next.SecretOptions)
 	if err != nil {
 		return nil, fmt.Errorf("seal secret options: %w", err)
 	}
 	if w.rows, err = newMessageRows(lastSeq+1, plan.Messages); err != nil {
 		return nil, err
 	}
-	w.setArgs = []any{p.TenantID, p.SessionID, jsonOrNull(sess.AgentTools), jsonObject(sess.Options), sealed,
-		jsonOrNull(sess.ClientTools), jsonList(sess.Pending), p.TurnID, p.Owner, p.Lease.Milliseconds(), w.lastSeq}
-	w.sess.ActiveTurnID = p.TurnID
+	w.setArgs = []any{p.TenantID, p.SessionID, jsonOrNull(next.AgentTools), jsonObject(next.Options), sealed,
+		jsonOrNull(next.ClientTools), jsonList(next.Pending), p.TurnID, p.Owner, p.Lease.Milliseconds(), w.lastSeq}
+	next.ActiveTurnID = p.TurnID
 	return w, nil
 }
 
