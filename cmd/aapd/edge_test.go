@@ -232,8 +232,10 @@ func closedByServer(err error) bool {
 // slowHeadersAreCut: a client that trickles its headers (a slowloris) is
 // disconnected once the header timeout passes, however steadily it sends.
 func slowHeadersAreCut(t *testing.T, base string, timeout time.Duration) {
-	conn := dialRaw(t, base)
+	// The server's header timer starts when it accepts the connection,
+	// which can be before dialRaw returns: time from before the dial.
 	start := time.Now()
+	conn := dialRaw(t, base)
 	go func() {
 		if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: aapd\r\n"); err != nil {
 			return
