@@ -18,6 +18,13 @@ var ErrBeyondLog = errors.New("the event id is beyond the turn's log")
 // a store.ErrNotFound.
 var ErrTurnGone = fmt.Errorf("the turn no longer exists: its session was deleted: %w", store.ErrNotFound)
 
+// ErrTurnLost: the turn's record is gone while its session stays. Only a
+// database crash does this, to a turn whose claim did not wait for the
+// disk (a stream "none" turn, docs/durability.md) and whose end was not
+// written yet: nothing of the turn was kept, so it never happened, and its
+// client may send it again. It is a store.ErrUnavailable.
+var ErrTurnLost = fmt.Errorf("the turn was lost with a database crash before it ended; nothing of it was kept, send it again: %w", store.ErrUnavailable)
+
 // EventSource is where a turn's events can be read from, from any position:
 // the live stream of a turn running in this process, or the recorded events
 // of a turn running (or finished) anywhere.
@@ -46,9 +53,23 @@ func (r *Runner) LogPosition(ctx context.Context, ref store.TurnRef) (n int, fin
 	}
 	log, err := r.store.TurnEventsAfter(ctx, ref, 1<<62)
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, false, ErrTurnGone
+		return 0, false, r.whyGone(ctx, ref)
 	}
 	return log.Len, log.Finished, err
+}
+
+// whyGone tells why the record of a turn is gone: its session was deleted
+// (ErrTurnGone), or, with the session still there, a database crash took
+// the turn's claim (ErrTurnLost).
+func (r *Runner) whyGone(ctx context.Context, ref store.TurnRef) error {
+	_, err := r.store.SessionGet(ctx, ref.TenantID, ref.SessionID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return ErrTurnGone
+	case err != nil:
+		return fmt.Errorf("look for the session of vanished turn %s: %w", ref.TurnID, err)
+	}
+	return ErrTurnLost
 }
 
 // Notify takes a notification from another process (see
@@ -101,7 +122,7 @@ func (f *follower) Read(ctx context.Context, after int) ([]aap.Event, bool, erro
 		log, err := f.runner.store.TurnEventsAfter(ctx, f.ref, int64(after))
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			return nil, false, ErrTurnGone
+			return nil, false, f.runner.whyGone(ctx, f.ref)
 		case err != nil:
 			return nil, false, err
 		case len(log.Events) > 0:

@@ -32,10 +32,6 @@ type turnRun struct {
 	lastSeq int64
 	// step is the number of the last step committed (0: only the claim).
 	step int
-	// asyncClaim is true when the claim committed without waiting for the
-	// disk (StartParams.awaited): a database crash before the turn's end
-	// may take the claim with it.
-	asyncClaim bool
 	// final is the turn's last step, staged: it is written with the
 	// turn's end. pending are the tool calls the session waits on after it.
 	final   []store.NewMessage

@@ -339,7 +339,6 @@ func (r *Runner) claim(life context.Context, ref store.TurnRef, p *StartParams) 
 		runner: r, agent: agent, turn: begun.Turn, session: begun.Session,
 		history: history, stream: newStream(), version: begun.CompactionVersion, lastSeq: begun.LastSeq,
 		pending: begun.Session.Pending, pendingCommitted: begun.Session.Pending, done: make(chan struct{}),
-		asyncClaim: params.AsyncCommit,
 	}
 	run.recorder = newRecorder(r.store, ref, run.stream, begun.Turn.Stream, r.Running, func() { r.cancelTurn(ref.TurnID, store.ErrClaimLost) })
 	for i, m := range begun.Appended {
@@ -632,9 +631,6 @@ func (h *Handle) Response(ctx context.Context) (aap.TurnResponse, error) {
 	src := h.runner.Follow(h.Turn.Ref())
 	for {
 		events, done, err := src.Read(ctx, pos)
-		if errors.Is(err, ErrTurnGone) && h.run != nil && h.run.asyncClaim {
-			err = h.lostClaim(ctx)
-		}
 		if err != nil {
 			return aap.TurnResponse{}, err
 		}
@@ -655,20 +651,4 @@ func (h *Handle) Response(ctx context.Context) (aap.TurnResponse, error) {
 		resp.Messages[i] = m.Message
 	}
 	return resp, nil
-}
-
-// lostClaim tells why the record of a turn whose claim did not wait for the
-// disk is gone: its session was deleted (ErrTurnGone), or, with the session
-// still there, a database crash took the claim before the turn's end was
-// written. Then nothing of the turn was kept, and none of it was shown: the
-// client may send it again.
-func (h *Handle) lostClaim(ctx context.Context) error {
-	_, err := h.runner.store.SessionGet(ctx, h.Turn.TenantID, h.Turn.SessionID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return ErrTurnGone
-	case err != nil:
-		return err
-	}
-	return fmt.Errorf("turn %s was lost with a database crash before it ended; send it again: %w", h.Turn.ID, store.ErrUnavailable)
 }

@@ -137,7 +137,7 @@ func TestAnAwaitedTurnLostWithItsClaimIsToBeSentAgain(t *testing.T) {
 			     comp AS (DELETE FROM compacted_messages WHERE tenant_id = $1 AND session_id = $2 AND seq >= (SELECT first_seq FROM gone))
 			UPDATE sessions SET active_turn_id = NULL, lease_owner = NULL, lease_expires_at = NULL,
 			       last_seq = (SELECT first_seq - 1 FROM gone)
-			WHERE tenant_id = $1 AND id = $2`, store.ErrUnavailable},
+			WHERE tenant_id = $1 AND id = $2`, agents.ErrTurnLost},
 		{"the session deleted", `DELETE FROM sessions WHERE tenant_id = $1 AND id = $2 AND $3 <> ''`, agents.ErrTurnGone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -170,8 +170,19 @@ func TestAnAwaitedTurnLostWithItsClaimIsToBeSentAgain(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("answer: %v, want %v", err, tc.want)
 			}
-			if tc.want != store.ErrUnavailable {
+			// Every other reader of the turn is told the same.
+			ref := store.TurnRef{TenantID: tn.ID, SessionID: sess.ID, TurnID: turnID}
+			if _, _, err := runner.Follow(ref).Read(ctx, 0); !errors.Is(err, tc.want) {
+				t.Errorf("a follower: %v, want %v", err, tc.want)
+			}
+			if _, _, err := runner.LogPosition(ctx, ref); !errors.Is(err, tc.want) {
+				t.Errorf("the log's position: %v, want %v", err, tc.want)
+			}
+			if tc.want != agents.ErrTurnLost {
 				return
+			}
+			if !errors.Is(err, store.ErrUnavailable) {
+				t.Errorf("a lost turn's answer %v is not to be retried (store.ErrUnavailable)", err)
 			}
 			// Nothing of the lost turn is kept, and the session takes the
 			// turn sent again.

@@ -151,6 +151,15 @@ func (s *Server) streamSessionEvents(w http.ResponseWriter, r *http.Request, f *
 			_ = out.namedEvent(gone.ID, gone.Event)
 			_ = out.flush()
 			return nil
+		case errors.Is(err, agents.ErrTurnLost):
+			// A database crash took the running turn's claim: its stream
+			// ends here. The log goes on without the turn, so a resume
+			// from one of its ids is refused as a cursor the log does not
+			// have (docs/durability.md).
+			gone := f.Gone(turnLost)
+			_ = out.namedEvent(gone.ID, gone.Event)
+			_ = out.flush()
+			return nil
 		case err != nil:
 			// The session is gone (deleted between turns), or the log
 			// could not be read: the client resumes, or learns of the 404.

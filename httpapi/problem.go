@@ -122,6 +122,10 @@ func toProblem(err error) (p *Problem, internal bool) {
 		p = probUnavailable.with("the server is shutting down; retry on another replica or shortly")
 		p.retryAfter = 2
 		return p, false
+	case errors.Is(err, agents.ErrTurnLost):
+		p = probUnavailable.with("the turn was lost with a database crash before it ended; nothing of it was kept: send it again")
+		p.retryAfter = 1
+		return p, true
 	case errors.Is(err, store.ErrUnavailable):
 		p = probUnavailable.with("the database is unavailable; retry shortly")
 		p.retryAfter = 5

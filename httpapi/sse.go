@@ -20,6 +20,11 @@ type sseWriter struct {
 }
 
 // startSSE begins a stream and sends its headers at once.
+// turnLost ends the stream of a turn a database crash took before it
+// ended (agents.ErrTurnLost).
+var turnLost = aap.TurnError{Type: aap.TurnErrorInterrupted,
+	Message: "the turn was lost with a database crash before it ended; nothing of it was kept, and it may be sent again"}
+
 func startSSE(w http.ResponseWriter) *sseWriter {
 	s := prepareSSE(w)
 	_ = s.flush()
@@ -119,6 +124,12 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, src agents
 			// Deleted with its session: the turn's log is gone with it, so
 			// the end said here can contradict no other.
 			_ = out.event(pos+1, aap.TurnStopError(aap.TurnError{Type: aap.TurnErrorSessionDeleted, Message: "the session was deleted while the turn ran"}))
+			_ = out.flush()
+			return nil
+		case errors.Is(err, agents.ErrTurnLost):
+			// A database crash took the turn's claim: nothing of it was
+			// kept, and no later reader finds its log to contradict this.
+			_ = out.event(pos+1, aap.TurnStopError(turnLost))
 			_ = out.flush()
 			return nil
 		case err != nil:

@@ -501,3 +501,81 @@ func TestAsManyClientsAsWorkersNeverFindTheServerBusy(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A database crash can take the claim of a stream "none" turn that has not
+// ended (docs/durability.md, step 1). Its outcome is inflicted here as the
+// crash leaves it (the turn's rows gone, the session free), while the turn
+// runs and another client follows it: the follower is told the turn was
+// lost, not that the session was deleted, and the turn's own client is
+// told to send it again.
+func TestFollowerOfATurnLostWithItsClaimIsToldItWasLost(t *testing.T) {
+	s := startServer(t)
+	c := s.newTenant(t)
+	tenantID := tenantIDOf(t, s, c)
+	sid := c.echoSession(nil)
+	type answer struct {
+		status int
+		header http.Header
+		body   []byte
+	}
+	raw := func(method, path, body string, out chan<- answer) {
+		req, _ := http.NewRequest(method, s.base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+c.key)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			out <- answer{status: -1, body: []byte(err.Error())}
+			return
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		out <- answer{res.StatusCode, res.Header, b}
+	}
+	answered, followed := make(chan answer, 1), make(chan answer, 1)
+	go raw("POST", "/sessions/"+sid+"/turns", `{"stream":"none","messages":[{"role":"user","content":"/slow 1000\n/words 2"}]}`, answered)
+	var turnID string
+	for deadline := time.Now().Add(5 * time.Second); turnID == ""; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the turn was not claimed")
+		}
+		storetest.Scan(t, storetest.URL(t), `SELECT coalesce(active_turn_id, '') FROM sessions WHERE tenant_id = $1 AND id = $2`,
+			[]any{tenantID, sid}, &turnID)
+	}
+	go raw("GET", "/sessions/"+sid+"/turns/"+turnID+"/events", "", followed)
+	time.Sleep(200 * time.Millisecond) // the follower reads the turn's live stream
+	storetest.Exec(t, storetest.URL(t), `
+		WITH gone AS (DELETE FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3 RETURNING first_seq),
+		     msgs AS (DELETE FROM messages WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3),
+		     comp AS (DELETE FROM compacted_messages WHERE tenant_id = $1 AND session_id = $2 AND seq >= (SELECT first_seq FROM gone))
+		UPDATE sessions SET active_turn_id = NULL, lease_owner = NULL, lease_expires_at = NULL,
+		       last_seq = (SELECT first_seq - 1 FROM gone)
+		WHERE tenant_id = $1 AND id = $2`, tenantID, sid, turnID)
+
+	wait := func(who string, ch chan answer) answer {
+		select {
+		case a := <-ch:
+			return a
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s heard nothing", who)
+			return answer{}
+		}
+	}
+	a := wait("the turn's client", answered)
+	if a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") == "" || !strings.Contains(string(a.body), "send it again") {
+		t.Errorf("the turn's client was answered %d (Retry-After %q) %s", a.status, a.header.Get("Retry-After"), a.body)
+	}
+	f := wait("the follower", followed)
+	ev := readEventsFrom(t, f.body)
+	if f.status != http.StatusOK || len(ev) == 0 || ev[len(ev)-1].Event != "turn_stop" {
+		t.Fatalf("the follower got %d %s", f.status, f.body)
+	}
+	if stop := ev[len(ev)-1].parse(t); stop.Error == nil || stop.Error.Type != aap.TurnErrorInterrupted || !strings.Contains(stop.Error.Message, "database crash") {
+		t.Errorf("the follower was told %+v", stop.Error)
+	}
+	if h := c.history(sid, aap.HistoryFull); len(h) != 0 {
+		t.Errorf("the lost turn left %+v", h)
+	}
+	if got := c.say(sid, "again").Messages[0].Content.PlainText(); got != "Echo: again" {
+		t.Errorf("the turn sent again: %q", got)
+	}
+}
