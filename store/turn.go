@@ -727,6 +727,14 @@ func PgText(s string) string {
 // TurnsHeartbeat renews the claims of running turns, all in one round
 // trip, and reports which still hold their session and which were asked to stop
 // (see TurnRequestCancel). A turn missing from held has lost its session.
+//
+// Only a lease set more than a sixth of the lease ago is written: the
+// runner beats every third of the lease, so a lease skipped now is renewed
+// at the next beat with half of it still to run, and one missed beat
+// leaves a sixth. A turn shorter than that (most are) is never rewritten
+// after its claim, which spares the database a row version per running
+// turn and beat, and keeps the session as the turn's end left it for the
+// next claim's single round trip.
 func (s *Store) TurnsHeartbeat(ctx context.Context, refs []TurnRef, lease time.Duration) (held map[string]bool, cancel map[string]bool, err error) {
 	// A statement per tenant, all in one batch: on Citus (docs/citus.md)
 	// each goes to the tenant's shard and commits there, where one
@@ -750,7 +758,9 @@ func (s *Store) TurnsHeartbeat(ctx context.Context, refs []TurnRef, lease time.D
 		b.Queue(`UPDATE sessions s SET lease_expires_at = now() + $4 * interval '1 millisecond'
 			FROM unnest($2::text[], $3::text[]) AS h(session_id, turn_id)
 			WHERE s.tenant_id = $1 AND s.id = h.session_id AND s.active_turn_id = h.turn_id
-			RETURNING s.active_turn_id`, tenant, g.sessions, g.turns, lease.Milliseconds())
+			  AND s.lease_expires_at < now() + $4 * 5 / 6 * interval '1 millisecond'`, tenant, g.sessions, g.turns, lease.Milliseconds())
+		b.Queue(`SELECT s.active_turn_id FROM sessions s, unnest($2::text[], $3::text[]) AS h(session_id, turn_id)
+			WHERE s.tenant_id = $1 AND s.id = h.session_id AND s.active_turn_id = h.turn_id`, tenant, g.sessions, g.turns)
 		b.Queue(`SELECT id FROM turns WHERE tenant_id = $1 AND session_id = ANY($2) AND id = ANY($3) AND cancel_requested`,
 			tenant, g.sessions, g.turns)
 	}
@@ -769,6 +779,9 @@ func (s *Store) TurnsHeartbeat(ctx context.Context, refs []TurnRef, lease time.D
 		return err
 	}
 	for range order {
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, fmt.Errorf("heartbeat %d turns: %w", len(refs), interpretError(err))
+		}
 		if err := collect(held); err != nil {
 			return nil, nil, fmt.Errorf("heartbeat %d turns: %w", len(refs), interpretError(err))
 		}

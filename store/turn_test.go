@@ -252,6 +252,36 @@ func TestTurnsHeartbeatRenewsHeldClaimsOfEveryTenant(t *testing.T) {
 	}
 }
 
+// A heartbeat writes only the leases that need it: one set less than a
+// sixth of the lease ago is left as it is (the row not rewritten), and its
+// turn is still reported held; an older one is renewed.
+func TestTurnsHeartbeatRenewsOnlyLeasesDueForIt(t *testing.T) {
+	st := storetest.Open(t)
+	ctx := context.Background()
+	fresh, due := beginTurn(t, st, "fresh").Turn.Ref(), beginTurn(t, st, "due").Turn.Ref() // leases of a minute
+	storetest.Exec(t, storetest.URL(t), `UPDATE sessions SET lease_expires_at = now() + interval '45 seconds' WHERE id = $1`, due.SessionID)
+	version := func(ref store.TurnRef) (xmin string, expires time.Time) {
+		storetest.Scan(t, storetest.URL(t), `SELECT xmin::text, lease_expires_at FROM sessions WHERE tenant_id = $1 AND id = $2`,
+			[]any{ref.TenantID, ref.SessionID}, &xmin, &expires)
+		return xmin, expires
+	}
+	freshXmin, freshExpires := version(fresh)
+	_, dueExpires := version(due)
+	held, _, err := st.TurnsHeartbeat(ctx, []store.TurnRef{fresh, due}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !held[fresh.TurnID] || !held[due.TurnID] {
+		t.Errorf("held = %v; want both", held)
+	}
+	if xmin, expires := version(fresh); xmin != freshXmin || !expires.Equal(freshExpires) {
+		t.Errorf("the fresh lease was rewritten: %s %v, was %s %v", xmin, expires, freshXmin, freshExpires)
+	}
+	if _, expires := version(due); expires.Sub(dueExpires) < 10*time.Second {
+		t.Errorf("the due lease was not renewed: %v, was %v", expires, dueExpires)
+	}
+}
+
 // A claim is judged where the instance locks live: a turn whose process
 // holds its instance lock and whose lease runs keeps its session (a second
 // turn is refused), and so does a compaction. On Citus a liveness check
