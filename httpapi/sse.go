@@ -19,12 +19,12 @@ type sseWriter struct {
 	rc *http.ResponseController
 }
 
-// startSSE begins a stream and sends its headers at once.
 // turnLost ends the stream of a turn a database crash took before it
 // ended (agents.ErrTurnLost).
 var turnLost = aap.TurnError{Type: aap.TurnErrorInterrupted,
 	Message: "the turn was lost with a database crash before it ended; nothing of it was kept, and it may be sent again"}
 
+// startSSE begins a stream and sends its headers at once.
 func startSSE(w http.ResponseWriter) *sseWriter {
 	s := prepareSSE(w)
 	_ = s.flush()
