@@ -128,17 +128,15 @@ func echoSession(t *testing.T) (*store.Store, *agents.Runner, storetest.Tenant, 
 func TestAnAwaitedTurnLostWithItsClaimIsToBeSentAgain(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		lose string // what happens to the database mid-turn
+		lose func(t *testing.T, tenantID, sessionID, turnID string) // what happens to the database mid-turn
 		want error
 	}{
-		{"the claim lost with a crash", `
-			WITH gone AS (DELETE FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3 RETURNING first_seq),
-			     msgs AS (DELETE FROM messages WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3),
-			     comp AS (DELETE FROM compacted_messages WHERE tenant_id = $1 AND session_id = $2 AND seq >= (SELECT first_seq FROM gone))
-			UPDATE sessions SET active_turn_id = NULL, lease_owner = NULL, lease_expires_at = NULL,
-			       last_seq = (SELECT first_seq - 1 FROM gone)
-			WHERE tenant_id = $1 AND id = $2`, agents.ErrTurnLost},
-		{"the session deleted", `DELETE FROM sessions WHERE tenant_id = $1 AND id = $2 AND $3 <> ''`, agents.ErrTurnGone},
+		{"the claim lost with a crash", func(t *testing.T, tenantID, sessionID, turnID string) {
+			storetest.LoseClaim(t, storetest.URL(t), tenantID, sessionID, turnID)
+		}, agents.ErrTurnLost},
+		{"the session deleted", func(t *testing.T, tenantID, sessionID, _ string) {
+			storetest.Exec(t, storetest.URL(t), `DELETE FROM sessions WHERE tenant_id = $1 AND id = $2`, tenantID, sessionID)
+		}, agents.ErrTurnGone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, runner, tn, sess := echoSession(t)
@@ -161,7 +159,7 @@ func TestAnAwaitedTurnLostWithItsClaimIsToBeSentAgain(t *testing.T) {
 				storetest.Scan(t, storetest.URL(t), `SELECT coalesce(active_turn_id, '') FROM sessions WHERE tenant_id = $1 AND id = $2`,
 					[]any{tn.ID, sess.ID}, &turnID)
 			}
-			storetest.Exec(t, storetest.URL(t), tc.lose, tn.ID, sess.ID, turnID)
+			tc.lose(t, tn.ID, sess.ID, turnID)
 			r := <-done
 			if r.err != nil {
 				t.Fatalf("Run: %v", r.err)

@@ -736,10 +736,10 @@ func PgText(s string) string {
 // turn and beat, and keeps the session as the turn's end left it for the
 // next claim's single round trip.
 func (s *Store) TurnsHeartbeat(ctx context.Context, refs []TurnRef, lease time.Duration) (held map[string]bool, cancel map[string]bool, err error) {
-	// A statement per tenant, all in one batch: on Citus (docs/citus.md)
-	// each goes to the tenant's shard and commits there, where one
-	// statement over every tenant would be a two-phase commit on every
-	// worker, every few seconds.
+	// Statements per tenant, all in one batch: on Citus (docs/citus.md)
+	// each goes to the tenant's shard, where one statement over every
+	// tenant would be a two-phase commit on every worker, every few
+	// seconds.
 	type group struct{ sessions, turns []string }
 	groups := map[string]*group{}
 	var order []string

@@ -543,13 +543,7 @@ func TestFollowerOfATurnLostWithItsClaimIsToldItWasLost(t *testing.T) {
 	}
 	go raw("GET", "/sessions/"+sid+"/turns/"+turnID+"/events", "", followed)
 	time.Sleep(200 * time.Millisecond) // the follower reads the turn's live stream
-	storetest.Exec(t, storetest.URL(t), `
-		WITH gone AS (DELETE FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3 RETURNING first_seq),
-		     msgs AS (DELETE FROM messages WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3),
-		     comp AS (DELETE FROM compacted_messages WHERE tenant_id = $1 AND session_id = $2 AND seq >= (SELECT first_seq FROM gone))
-		UPDATE sessions SET active_turn_id = NULL, lease_owner = NULL, lease_expires_at = NULL,
-		       last_seq = (SELECT first_seq - 1 FROM gone)
-		WHERE tenant_id = $1 AND id = $2`, tenantID, sid, turnID)
+	storetest.LoseClaim(t, storetest.URL(t), tenantID, sid, turnID)
 
 	wait := func(who string, ch chan answer) answer {
 		select {
