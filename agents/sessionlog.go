@@ -52,9 +52,10 @@ type SessionLogPage struct {
 	// HasMore is true when the log already holds events after the page.
 	HasMore bool
 
-	// running is the turn the page ended in, while it runs (the position
-	// after the page is in it).
-	running string
+	// end is the position after the page; running tells that it is in a
+	// turn still running.
+	end     logPos
+	running bool
 }
 
 // ErrBadSessionCursor: a session log cursor this server did not issue for
@@ -65,13 +66,23 @@ var ErrBadSessionCursor = fmt.Errorf("not a cursor of this session's event log: 
 type logPos struct {
 	turn string
 	seq  int
+	// before is what precedes turn in the log: the id of the turn before
+	// it, or the session's id when turn is the session's first; "" when
+	// unknown (a cursor of an earlier release). It lets a cursor outlive
+	// its turn: a turn a database crash took (ErrTurnLost) leaves the log,
+	// and a resume from one of its events goes on after what preceded it.
+	before string
 }
 
 func (p logPos) cursor() string {
 	if p.turn == "" {
 		return ""
 	}
-	return base64.RawURLEncoding.EncodeToString([]byte(p.turn + "." + strconv.Itoa(p.seq)))
+	c := p.turn + "." + strconv.Itoa(p.seq)
+	if p.before != "" {
+		c += "." + p.before
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(c))
 }
 
 func parseCursor(c string) (logPos, error) {
@@ -82,33 +93,56 @@ func parseCursor(c string) (logPos, error) {
 	if err != nil {
 		return logPos{}, ErrBadSessionCursor
 	}
-	turn, seq, ok := strings.Cut(string(b), ".")
+	turn, rest, ok := strings.Cut(string(b), ".")
+	seq, before, anchored := strings.Cut(rest, ".")
 	n, err := strconv.Atoi(seq)
-	if !ok || err != nil || n < 0 || !store.ValidID("turn_", turn) {
+	if !ok || err != nil || n < 0 || !store.ValidID("turn_", turn) ||
+		anchored && !store.ValidID("turn_", before) && !store.ValidID("sess_", before) {
 		return logPos{}, ErrBadSessionCursor
 	}
-	return logPos{turn: turn, seq: n}, nil
+	return logPos{turn: turn, seq: n, before: before}, nil
 }
 
 // SessionEvents reads a page of a session's event log after p.After:
 // store.ErrNotFound for an unknown session (or another's),
 // ErrBadSessionCursor for a cursor that is not one of the session's, and
 // ErrBeyondLog for one past the end of its turn's log (no client can have
-// been sent it).
+// been sent it). A cursor of a turn that is no longer in the log — a
+// database crash took it before it ended (ErrTurnLost) — reads on after
+// what preceded that turn, so the log goes on without it.
 func (r *Runner) SessionEvents(ctx context.Context, p SessionLogParams) (SessionLogPage, error) {
 	pos, err := parseCursor(p.After)
 	if err != nil {
 		return SessionLogPage{}, err
 	}
-	turns, err := r.store.SessionLog(ctx, store.SessionLogParams{
-		TenantID: p.TenantID, Owner: p.Owner, SessionID: p.SessionID, After: pos.turn, Turns: p.Limit + 1})
+	read := func(after string) ([]store.SessionLogTurn, error) {
+		return r.store.SessionLog(ctx, store.SessionLogParams{
+			TenantID: p.TenantID, Owner: p.Owner, SessionID: p.SessionID, After: after, Turns: p.Limit + 1})
+	}
+	// From the log's start, or from the cursor's turn, after the events
+	// of it the client has (checked against its log); -1 skips them all.
+	skip, check, before := 0, false, p.SessionID
+	if pos.turn != "" {
+		skip, check, before = pos.seq, true, pos.before
+	}
+	turns, err := read(pos.turn)
+	if errors.Is(err, store.ErrBadCursor) {
+		switch {
+		case pos.before == p.SessionID:
+			turns, err = read("")
+			skip, check, before = 0, false, p.SessionID
+		case store.ValidID("turn_", pos.before):
+			turns, err = read(pos.before)
+			skip, check, before = -1, false, ""
+		}
+	}
 	if errors.Is(err, store.ErrBadCursor) {
 		return SessionLogPage{}, ErrBadSessionCursor
 	}
 	if err != nil {
 		return SessionLogPage{}, err
 	}
-	page := SessionLogPage{Events: []SessionEvent{}, Next: pos.cursor()}
+	page := SessionLogPage{Events: []SessionEvent{}, Next: p.After, end: pos}
 	for i, t := range turns {
 		events := t.Events
 		// A running turn's log starts with turn_start before anything is
@@ -117,11 +151,15 @@ func (r *Runner) SessionEvents(ctx context.Context, p SessionLogParams) (Session
 			events = []aap.Event{aap.TurnStart()}
 		}
 		from := 0
-		if i == 0 && pos.turn != "" {
-			if pos.seq > len(events) {
-				return SessionLogPage{}, fmt.Errorf("%w: event %d of turn %s, whose log has %d so far", ErrBeyondLog, pos.seq, t.TurnID, len(events))
-			}
-			from = pos.seq
+		switch {
+		case i > 0:
+			before = turns[i-1].TurnID
+		case check && skip > len(events):
+			return SessionLogPage{}, fmt.Errorf("%w: event %d of turn %s, whose log has %d so far", ErrBeyondLog, skip, t.TurnID, len(events))
+		case skip < 0:
+			from = len(events)
+		default:
+			from = skip
 		}
 		for j := from; j < len(events); j++ {
 			if len(page.Events) == p.Limit {
@@ -132,15 +170,14 @@ func (r *Runner) SessionEvents(ctx context.Context, p SessionLogParams) (Session
 			if e.Type == aap.EventTurnStart {
 				e.TurnID = t.TurnID
 			}
-			at := logPos{turn: t.TurnID, seq: j + 1}
+			at := logPos{turn: t.TurnID, seq: j + 1, before: before}
 			page.Events = append(page.Events, SessionEvent{ID: at.cursor(), TurnID: t.TurnID, Seq: j + 1, Event: e})
-			page.Next = at.cursor()
+			page.Next, page.end = at.cursor(), at
 		}
 		if !t.Finished {
-			page.running = t.TurnID
-			if len(page.Events) == 0 || page.Events[len(page.Events)-1].TurnID != t.TurnID {
-				page.Next = logPos{turn: t.TurnID, seq: 0}.cursor()
-			}
+			// The page ends in the running turn: where in it is page.end
+			// (the cursor's own position when the client had all of it).
+			page.running = true
 			return page, nil
 		}
 	}
@@ -209,19 +246,11 @@ func (f *SessionFollower) Read(ctx context.Context) ([]SessionEvent, error) {
 		if err != nil {
 			return nil, err
 		}
-		if page.running != "" {
-			// The rest of the running turn comes from its stream, live.
-			if n := len(page.Events); n > 0 && page.Events[n-1].TurnID == page.running {
-				f.pos = logPos{turn: page.running, seq: page.Events[n-1].Seq}
-			} else {
-				f.pos = logPos{turn: page.running}
-			}
-			f.live = f.runner.Follow(store.TurnRef{TenantID: f.p.TenantID, SessionID: f.p.SessionID, TurnID: page.running})
-			// The live stream gives what follows f.pos: drop what the page
-			// gave of the running turn past it (nothing, by construction).
-		} else if n := len(page.Events); n > 0 {
-			last := page.Events[n-1]
-			f.pos = logPos{turn: last.TurnID, seq: last.Seq}
+		f.pos = page.end
+		if page.running {
+			// The rest of the running turn comes from its stream, live,
+			// after what the page gave of it.
+			f.live = f.runner.Follow(store.TurnRef{TenantID: f.p.TenantID, SessionID: f.p.SessionID, TurnID: f.pos.turn})
 		}
 		if len(page.Events) > 0 {
 			return page.Events, nil
@@ -283,10 +312,14 @@ func (r *Runner) wakeSession(tenantID, sessionID string) {
 	}
 }
 
-// Gone is the last event of a log whose session was deleted while a turn
-// ran (Read returned ErrTurnGone): that turn's turn_stop, with the next id
-// of its stream, as the per-turn streams end it.
+// Gone is the event that ends the running turn when Read failed with
+// ErrTurnGone (the session was deleted: the log ends with it) or
+// ErrTurnLost (a database crash took the turn: the log goes on without
+// it, Read reading on after what preceded the turn): that turn's
+// turn_stop, with the next id of its stream, as the per-turn streams end
+// it.
 func (f *SessionFollower) Gone(why aap.TurnError) SessionEvent {
-	at := logPos{turn: f.pos.turn, seq: f.pos.seq + 1}
-	return SessionEvent{ID: at.cursor(), TurnID: at.turn, Seq: at.seq, Event: aap.TurnStopError(why)}
+	f.live = nil
+	f.pos.seq++
+	return SessionEvent{ID: f.pos.cursor(), TurnID: f.pos.turn, Seq: f.pos.seq, Event: aap.TurnStopError(why)}
 }

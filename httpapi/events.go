@@ -153,13 +153,13 @@ func (s *Server) streamSessionEvents(w http.ResponseWriter, r *http.Request, f *
 			return nil
 		case errors.Is(err, agents.ErrTurnLost):
 			// A database crash took the running turn's claim: its stream
-			// ends here. The log goes on without the turn, so a resume
-			// from one of its ids is refused as a cursor the log does not
-			// have (docs/durability.md).
+			// ends here, and the log goes on without the turn
+			// (docs/durability.md), as does a resume from any of its ids.
 			gone := f.Gone(turnLost)
-			_ = out.namedEvent(gone.ID, gone.Event)
-			_ = out.flush()
-			return nil
+			if out.namedEvent(gone.ID, gone.Event) != nil || out.flush() != nil {
+				return nil
+			}
+			continue
 		case err != nil:
 			// The session is gone (deleted between turns), or the log
 			// could not be read: the client resumes, or learns of the 404.

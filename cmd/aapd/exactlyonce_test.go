@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/aapclient"
+	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/store/storetest"
 )
 
@@ -505,9 +507,10 @@ func TestAsManyClientsAsWorkersNeverFindTheServerBusy(t *testing.T) {
 // A database crash can take the claim of a stream "none" turn that has not
 // ended (docs/durability.md, step 1). Its outcome is inflicted here as the
 // crash leaves it (the turn's rows gone, the session free), while the turn
-// runs and another client follows it: the follower is told the turn was
-// lost, not that the session was deleted, and the turn's own client is
-// told to send it again.
+// runs and other clients follow it: its followers are told the turn was
+// lost, not that the session was deleted, the turn's own client is told to
+// send it again, and the session's event log goes on without the turn —
+// live, and for a resume from any of its ids.
 func TestFollowerOfATurnLostWithItsClaimIsToldItWasLost(t *testing.T) {
 	s := startServer(t)
 	c := s.newTenant(t)
@@ -542,7 +545,10 @@ func TestFollowerOfATurnLostWithItsClaimIsToldItWasLost(t *testing.T) {
 			[]any{tenantID, sid}, &turnID)
 	}
 	go raw("GET", "/sessions/"+sid+"/turns/"+turnID+"/events", "", followed)
-	time.Sleep(200 * time.Millisecond) // the follower reads the turn's live stream
+	logStream := c.openGet("/sessions/"+sid+"/events", "Accept", "text/event-stream")
+	defer logStream.Body.Close()
+	time.AfterFunc(30*time.Second, func() { logStream.Body.Close() })
+	time.Sleep(200 * time.Millisecond) // the followers read the turn's live stream
 	storetest.LoseClaim(t, storetest.URL(t), tenantID, sid, turnID)
 
 	wait := func(who string, ch chan answer) answer {
@@ -571,5 +577,43 @@ func TestFollowerOfATurnLostWithItsClaimIsToldItWasLost(t *testing.T) {
 	}
 	if got := c.say(sid, "again").Messages[0].Content.PlainText(); got != "Echo: again" {
 		t.Errorf("the turn sent again: %q", got)
+	}
+
+	// The session's log, followed live: the lost turn ends as for every
+	// follower, then the turn sent again comes in the same stream.
+	log := readEvents(t, bufio.NewReader(logStream.Body), 5)
+	if len(log) != 5 {
+		t.Fatalf("the session's log followed live: %+v", log)
+	}
+	if e := log[0].parse(t); log[0].Event != "turn_start" || e.TurnID != turnID {
+		t.Errorf("the log starts with %+v, want the lost turn's turn_start", log[0])
+	}
+	if e := log[1].parse(t); log[1].Event != "turn_stop" || e.Error == nil || e.Error.Type != aap.TurnErrorInterrupted || !strings.Contains(e.Error.Message, "database crash") {
+		t.Errorf("the lost turn ends in the log with %+v", log[1])
+	}
+	var again string
+	for i, want := range []string{"turn_start", "text", "turn_stop"} {
+		e := log[2+i]
+		if e.Event != want {
+			t.Errorf("log event %d is %s, want the turn sent again's %s", 2+i, e.Event, want)
+		}
+		if i == 0 {
+			again = e.parse(t).TurnID
+		}
+	}
+	if again == "" || again == turnID {
+		t.Errorf("the turn sent again's turn_start names %q", again)
+	}
+	// A resume from any id of the lost turn goes on without it.
+	for _, h := range [][]string{{"after", log[0].ID}, {"Last-Event-ID", log[1].ID}} {
+		var page httpapi.SessionEventList
+		if h[0] == "after" {
+			c.do("GET", "/sessions/"+sid+"/events?after="+h[1], nil).expect(t, http.StatusOK).json(t, &page)
+		} else {
+			c.do("GET", "/sessions/"+sid+"/events", nil, h[0], h[1]).expect(t, http.StatusOK).json(t, &page)
+		}
+		if len(page.Events) != 3 || page.Events[0].ID != log[2].ID || page.Events[0].TurnID != again || page.Next != log[4].ID {
+			t.Errorf("the log after the lost turn's %s %q: %+v", h[0], h[1], page)
+		}
 	}
 }
