@@ -71,9 +71,26 @@ func TestSessionLogGoesOnPastATurnLostWithItsClaim(t *testing.T) {
 	if p := page(lost.ID); len(p.Events) != 0 || p.Next != lost.ID {
 		t.Errorf("the page after the running turn's last event: %d events, next %q; want none, next %q", len(p.Events), p.Next, lost.ID)
 	}
+	// So does a follower resumed there: it waits for what comes next.
+	resumed, err := runner.FollowSession(agents.SessionLogParams{TenantID: tn.ID, SessionID: sess.ID, After: lost.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type read struct {
+		events []agents.SessionEvent
+		err    error
+	}
+	resumedRead := make(chan read, 1)
+	go func() {
+		events, err := resumed.Read(ctx)
+		resumedRead <- read{events, err}
+	}()
 	storetest.LoseClaim(t, storetest.URL(t), tn.ID, sess.ID, lost.TurnID)
 	if _, err := f.Read(ctx); !errors.Is(err, agents.ErrTurnLost) {
 		t.Fatalf("the follower of the lost turn: %v, want ErrTurnLost", err)
+	}
+	if r := <-resumedRead; !errors.Is(r.err, agents.ErrTurnLost) {
+		t.Errorf("the follower resumed at the running turn's last event read %+v, %v; want ErrTurnLost", r.events, r.err)
 	}
 	gone := f.Gone(aap.TurnError{Type: aap.TurnErrorInterrupted, Message: "lost"})
 	if gone.TurnID != lost.TurnID || gone.Seq != lost.Seq+1 || gone.Event.Type != aap.EventTurnStop {
