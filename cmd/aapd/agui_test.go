@@ -288,34 +288,97 @@ func TestAGUIServerToolPermissionIsAnInterrupt(t *testing.T) {
 }
 
 // A client that goes away aborts the run: its turn is cancelled, and the
-// thread's next run, sent at once, is not refused as running.
+// thread's next run, sent at once, is not refused as running — whichever
+// replica it reaches.
 func TestAGUIAbortCancelsTheTurn(t *testing.T) {
 	t.Parallel()
-	s := startParallelServer(t)
-	c := s.newTenant(t)
-	body, _ := json.Marshal(map[string]any{"threadId": "t-abort", "runId": "r1",
-		"messages": []any{aguiUser("u1", "/slow 50\n/words 1000")}})
-	req, _ := http.NewRequest("POST", s.base+"/ag-ui/agents/echo", bytes.NewReader(body))
+	a, b := startParallelServer(t), startParallelServer(t)
+	for _, tc := range []struct {
+		name string
+		next *testServer
+	}{
+		{"the next run on the same replica", a},
+		{"the next run on another replica", b},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := a.newTenant(t)
+			body, _ := json.Marshal(map[string]any{"threadId": "t-abort", "runId": "r1",
+				"messages": []any{aguiUser("u1", "/slow 50\n/words 1000")}})
+			req, _ := http.NewRequest("POST", a.base+"/ag-ui/agents/echo", bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+c.key)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sid, turnID := res.Header.Get(agui.SessionIDHeader), res.Header.Get(agui.TurnIDHeader)
+			sc := bufio.NewScanner(res.Body)
+			for sc.Scan() && !strings.Contains(sc.Text(), agui.TextMessageContent) {
+			}
+			res.Body.Close() // the abort
+
+			nc := &client{t: t, base: tc.next.base, key: c.key}
+			next := nc.runAGUI("echo", map[string]any{"threadId": "t-abort", "messages": []any{aguiUser("u1", "x"), aguiUser("u2", "next")}})
+			next.expect(t, http.StatusOK)
+			if next.last().Type() != agui.RunFinished {
+				t.Fatalf("the next run: %v", next.types())
+			}
+			var turn struct{ Status string }
+			c.do("GET", "/sessions/"+sid+"/turns/"+turnID, nil).expect(t, http.StatusOK).json(t, &turn)
+			if turn.Status != string(store.TurnCancelled) {
+				t.Fatalf("the aborted turn is %q, want cancelled", turn.Status)
+			}
+		})
+	}
+}
+
+// A thread's run sent while its previous run still ends on another replica
+// waits for it (up to 5 s), as it would on the same replica, instead of
+// being refused as running.
+func TestAGUIRunWaitsForThePreviousRunOnAnyReplica(t *testing.T) {
+	t.Parallel()
+	a, b := startParallelServer(t), startParallelServer(t)
+	c := a.newTenant(t)
+	body, _ := json.Marshal(map[string]any{"threadId": "t-wait", "runId": "r1",
+		"messages": []any{aguiUser("u1", "/slow 50\n/words 12")}})
+	req, _ := http.NewRequest("POST", a.base+"/ag-ui/agents/echo", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+c.key)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer res.Body.Close()
 	sid, turnID := res.Header.Get(agui.SessionIDHeader), res.Header.Get(agui.TurnIDHeader)
 	sc := bufio.NewScanner(res.Body)
 	for sc.Scan() && !strings.Contains(sc.Text(), agui.TextMessageContent) {
 	}
-	res.Body.Close() // the abort
+	first := make(chan string, 1)
+	go func() { // the first run's client reads on to its end
+		last := ""
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "data: ") {
+				last = sc.Text()
+			}
+		}
+		first <- last
+	}()
 
-	next := c.runAGUI("echo", map[string]any{"threadId": "t-abort", "messages": []any{aguiUser("u1", "x"), aguiUser("u2", "next")}})
+	nc := &client{t: t, base: b.base, key: c.key}
+	next := nc.runAGUI("echo", map[string]any{"threadId": "t-wait", "messages": []any{aguiUser("u1", "x"), aguiUser("u2", "next")}})
 	next.expect(t, http.StatusOK)
 	if next.last().Type() != agui.RunFinished {
 		t.Fatalf("the next run: %v", next.types())
 	}
+	if last := <-first; !strings.Contains(last, agui.RunFinished) {
+		t.Errorf("the first run ended with %s", last)
+	}
 	var turn struct{ Status string }
 	c.do("GET", "/sessions/"+sid+"/turns/"+turnID, nil).expect(t, http.StatusOK).json(t, &turn)
-	if turn.Status != string(store.TurnCancelled) {
-		t.Fatalf("the aborted turn is %q, want cancelled", turn.Status)
+	if turn.Status != string(store.TurnCompleted) {
+		t.Errorf("the first run's turn is %q, want completed", turn.Status)
+	}
+	h := c.history(sid, aap.HistoryFull)
+	if len(h) != 4 || !strings.HasSuffix(h[1].Content.PlainText(), "word12") || h[2].Content.PlainText() != "next" {
+		t.Errorf("the thread's history: %v", h)
 	}
 }
 

@@ -40,11 +40,15 @@ const (
 )
 
 // previousRunWait is how long a run waits for the previous run of its
-// thread, still ending in this process, before it is refused as running
-// (409). A client that aborts a run and at once sends the next one — what
-// an AG-UI chat's stop button then a new message do — finds its thread
-// free, not busy.
-const previousRunWait = 5 * time.Second
+// thread, still ending, before it is refused as running (409). A client
+// that aborts a run and at once sends the next one — what an AG-UI chat's
+// stop button then a new message do — finds its thread free, not busy,
+// whichever replica each request reaches: a run of this process is waited
+// for by its end, one of another replica polled every previousRunPoll.
+const (
+	previousRunWait = 5 * time.Second
+	previousRunPoll = 50 * time.Millisecond
+)
 
 // Config configures a Handler.
 type Config struct {
@@ -179,7 +183,7 @@ func (h *Handler) start(ctx context.Context, rp runParams) (store.Session, *agen
 	}
 	handle, err := h.cfg.Runner.Start(ctx, sp)
 	var running *store.TurnRunningError
-	if errors.As(err, &running) && h.waitPrevious(ctx, running.TurnID) {
+	if errors.As(err, &running) && h.waitPrevious(ctx, store.TurnRef{TenantID: rp.tenant, SessionID: sess.ID, TurnID: running.TurnID}) {
 		handle, err = h.cfg.Runner.Start(ctx, sp)
 	}
 	return sess, handle, inputError(err, pl.turnFields)
@@ -231,22 +235,34 @@ func (h *Handler) create(ctx context.Context, rp runParams, pl plan, req aap.Tur
 	return sess, err
 }
 
-// waitPrevious waits, for previousRunWait at most, for the end of a run of
-// this process whose turn holds the session, and reports whether it ended.
-func (h *Handler) waitPrevious(ctx context.Context, turnID string) bool {
-	v, ok := h.live.Load(turnID)
-	if !ok {
-		return false
-	}
+// waitPrevious waits, for previousRunWait at most, for the end of the run
+// whose turn holds the session, in whichever process runs it, and reports
+// whether it ended.
+func (h *Handler) waitPrevious(ctx context.Context, ref store.TurnRef) bool {
 	t := time.NewTimer(previousRunWait)
 	defer t.Stop()
-	select {
-	case <-v.(chan struct{}):
-		return true
-	case <-t.C:
-	case <-ctx.Done():
+	if v, ok := h.live.Load(ref.TurnID); ok {
+		select {
+		case <-v.(chan struct{}):
+			return true
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		return false
 	}
-	return false
+	for {
+		select {
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		case <-time.After(previousRunPoll):
+		}
+		turn, err := h.cfg.Store.TurnGet(ctx, ref.TenantID, ref.SessionID, ref.TurnID)
+		if err != nil || turn.Status != store.TurnRunning {
+			return err == nil
+		}
+	}
 }
 
 // streamMode picks how the turn streams: deltas if the agent can, whole
