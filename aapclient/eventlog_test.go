@@ -2,7 +2,11 @@ package aapclient_test
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/aapclient"
@@ -59,5 +63,96 @@ func TestSessionEventsPagesTheWholeLog(t *testing.T) {
 	more := read(events[len(events)-1].ID)
 	if len(more) == 0 || more[0].Event != aap.EventTurnStart || more[0].TurnID != res.TurnID {
 		t.Errorf("the log after a new turn starts with %+v; want turn_start of %s", more, res.TurnID)
+	}
+}
+
+// FollowSessionEvents yields the log live, each event once and in order, as
+// its JSON pages give it (turn and seq included), across connections cut
+// mid-event; it starts anywhere, a turn's middle included; and it ends with
+// a 404 once the session is deleted.
+func TestFollowSessionEventsLiveAcrossDroppedConnections(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := startServer(t)
+	// A session log event is ~200 bytes (its cursor is its id): the cuts
+	// fall inside events, after a whole one or two.
+	rec := newRecorder(300, 250)
+	c := srv.client(t, aapclient.WithHTTPClient(&http.Client{Transport: rec}))
+	sid := echoSession(t, c)
+	send := func(text string) {
+		if _, err := c.SendTurn(ctx, sid, userTurn(aap.StreamNone, text)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	follow := func(after string, n int) []aapclient.SessionEvent {
+		var out []aapclient.SessionEvent
+		for e, err := range c.FollowSessionEvents(ctx, sid, after) {
+			if err != nil {
+				t.Fatalf("after %d events: %v", len(out), err)
+			}
+			if out = append(out, e); len(out) == n {
+				break
+			}
+		}
+		return out
+	}
+	send("one")
+	followed := make(chan []aapclient.SessionEvent, 1)
+	go func() { followed <- follow("", 9) }()
+	send("two")
+	send("three")
+	got := <-followed
+
+	var want []aapclient.SessionEvent
+	for e, err := range c.SessionEvents(ctx, sid, aapclient.ListOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, e)
+	}
+	same := func(got, want []aapclient.SessionEvent) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%d events followed, the log has %d", len(got), len(want))
+		}
+		for i := range want {
+			g, w := got[i], want[i]
+			if g.ID != w.ID || g.TurnID != w.TurnID || g.Seq != w.Seq || g.Event != w.Event || g.Data.Type != w.Event {
+				t.Errorf("event %d followed as %s %s #%d %s, the log has %s %s #%d %s", i, g.ID, g.TurnID, g.Seq, g.Event, w.ID, w.TurnID, w.Seq, w.Event)
+			}
+		}
+	}
+	same(got, want)
+	var resumed []string
+	for _, r := range rec.requests() {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.Path, "/events") && r.LastEventID != "" {
+			resumed = append(resumed, r.LastEventID)
+		}
+	}
+	if len(resumed) != 2 {
+		t.Errorf("resumed with Last-Event-ID %q, want once per cut", resumed)
+	}
+
+	// From the middle of the second turn: its turn and seqs are known.
+	same(follow(want[4].ID, len(want)-5), want[5:])
+
+	// Deleted: the follow ends with the session's 404.
+	var last error
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		if err := c.DeleteSession(ctx, sid); err != nil {
+			t.Error(err)
+		}
+	}()
+	for _, err := range c.FollowSessionEvents(ctx, sid, want[len(want)-1].ID) {
+		last = err
+		if err != nil {
+			break
+		}
+	}
+	var apiErr *aapclient.Error
+	if !errors.As(last, &apiErr) || apiErr.Status != http.StatusNotFound {
+		t.Errorf("the follow of a deleted session ended with %v, want its 404", last)
 	}
 }

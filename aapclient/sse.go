@@ -20,11 +20,13 @@ type sseReader struct {
 func newSSEReader(r io.Reader) *sseReader { return &sseReader{r: bufio.NewReaderSize(r, 16<<10)} }
 
 // sseEvent is one dispatched event. id is its numeric id, 0 when it had
-// none (or one that is not a number, which aapd never sends).
+// none or one that is not a number (a turn's events are numbered; the
+// session log's are named by cursors, which rawID holds).
 type sseEvent struct {
-	typ  string
-	id   int
-	data []byte
+	typ   string
+	id    int
+	rawID string
+	data  []byte
 }
 
 // next returns the next event. At the end of the body it returns io.EOF,
@@ -67,6 +69,7 @@ func (s *sseReader) next() (sseEvent, error) {
 			data.WriteByte('\n')
 			hasData = true
 		case "id":
+			ev.rawID = value
 			if n, err := strconv.Atoi(value); err == nil && n > 0 {
 				ev.id = n
 			}
