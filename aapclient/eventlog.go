@@ -13,7 +13,11 @@ import (
 // docs/protocols.md): an event of one of its turns, with where it is.
 type SessionEvent struct {
 	// ID is the event's cursor in the session's log (ListOptions.After).
-	ID     string `json:"id"`
+	ID string `json:"id"`
+	// TurnID is the event's turn. FollowSessionEvents leaves it, and Seq,
+	// empty in one case: the turn_stop of a turn a database crash took
+	// before the follow, begun inside it, saw more of it — the log no
+	// longer has the turn.
 	TurnID string `json:"turnId"`
 	// Seq is the event's id in its turn's own stream.
 	Seq   int           `json:"seq"`

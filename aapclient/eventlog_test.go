@@ -10,6 +10,7 @@ import (
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/aapclient"
+	"github.com/aapd/aapd/store/storetest"
 )
 
 // SessionEvents reads every event of every turn, in order, across pages,
@@ -154,5 +155,99 @@ func TestFollowSessionEventsLiveAcrossDroppedConnections(t *testing.T) {
 	var apiErr *aapclient.Error
 	if !errors.As(last, &apiErr) || apiErr.Status != http.StatusNotFound {
 		t.Errorf("the follow of a deleted session ended with %v, want its 404", last)
+	}
+}
+
+// A follow begun inside a turn that a database crash then takes (its claim
+// lost, as storetest.LoseClaim leaves it) goes on: it yields the lost
+// turn's turn_stop, which no longer has a turn in the log to name, then the
+// next turns as the log has them — the lost one sent again by the client
+// (its answer said to), and the one after.
+func TestFollowSessionEventsBegunInsideATurnLaterLost(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := startServer(t)
+	c := srv.client(t)
+	sid := echoSession(t, c)
+	if _, err := c.SendTurn(ctx, sid, userTurn(aap.StreamNone, "one")); err != nil {
+		t.Fatal(err)
+	}
+	logged := func() []aapclient.SessionEvent {
+		var out []aapclient.SessionEvent
+		for e, err := range c.SessionEvents(ctx, sid, aapclient.ListOptions{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	before := logged()
+
+	lostDone := make(chan struct{})
+	go func() {
+		defer close(lostDone)
+		// Lost, answered 503, and sent again by the client with its key.
+		if _, err := c.SendTurn(ctx, sid, userTurn(aap.StreamNone, "/slow 600\n/words 2")); err != nil {
+			t.Errorf("the lost turn sent again: %v", err)
+		}
+	}()
+	var start aapclient.SessionEvent // the running turn's turn_start
+	for deadline := time.Now().Add(5 * time.Second); start.ID == ""; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second turn's turn_start was not logged")
+		}
+		if all := logged(); len(all) > len(before) {
+			start = all[len(before)]
+		}
+	}
+	if start.Event != aap.EventTurnStart {
+		t.Fatalf("the second turn's first logged event is %s", start.Event)
+	}
+
+	followed := make(chan []aapclient.SessionEvent, 1)
+	go func() {
+		var out []aapclient.SessionEvent
+		defer func() { followed <- out }()
+		stops := 0
+		for e, err := range c.FollowSessionEvents(ctx, sid, start.ID) {
+			if err != nil {
+				t.Errorf("after %d events: %v", len(out), err)
+				return
+			}
+			out = append(out, e)
+			if e.Event == aap.EventTurnStop {
+				if stops++; stops == 3 {
+					return
+				}
+			}
+		}
+	}()
+	time.Sleep(200 * time.Millisecond) // the follow is waiting inside the turn
+	var tenantID string
+	storetest.Scan(t, storetest.URL(t), `SELECT tenant_id::text FROM sessions WHERE id = $1`, []any{sid}, &tenantID)
+	storetest.LoseClaim(t, storetest.URL(t), tenantID, sid, start.TurnID)
+	<-lostDone
+	res, err := c.SendTurn(ctx, sid, userTurn(aap.StreamNone, "three"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := <-followed
+
+	want := logged()[len(before):] // the lost turn sent again, and the next, whole
+	if len(want) == 0 || want[0].TurnID == start.TurnID || want[len(want)-1].TurnID != res.TurnID {
+		t.Fatalf("the log after the lost turn: %+v", want)
+	}
+	if len(got) != 1+len(want) {
+		t.Fatalf("followed %d events, want the lost turn's turn_stop and %d: %+v", len(got), len(want), got)
+	}
+	if stop := got[0]; stop.Event != aap.EventTurnStop || stop.Data.Error == nil || stop.TurnID != "" || stop.ID == "" {
+		t.Errorf("the lost turn's end followed as %+v", stop)
+	}
+	for i, w := range want {
+		if g := got[1+i]; g.ID != w.ID || g.TurnID != w.TurnID || g.Seq != w.Seq || g.Event != w.Event {
+			t.Errorf("event %d followed as %s %s #%d %s, the log has %s %s #%d %s", i, g.ID, g.TurnID, g.Seq, g.Event, w.ID, w.TurnID, w.Seq, w.Event)
+		}
 	}
 }

@@ -132,10 +132,19 @@ func (f *sessionFollow) event(raw sseEvent) (SessionEvent, error) {
 		if err != nil {
 			return SessionEvent{}, err
 		}
-		if len(page.Events) == 0 || page.Events[0].ID != raw.rawID {
+		switch {
+		case len(page.Events) > 0 && page.Events[0].ID == raw.rawID:
+			f.turn, f.seq = page.Events[0].TurnID, page.Events[0].Seq
+		case data.Type == aap.EventTurnStop:
+			// The turn the follow began inside was lost (a database
+			// crash took its claim) before any more of it came: the log
+			// goes on without it, its id included. Its end is yielded
+			// without them; the next turn_start names the next turn.
+			f.last = raw.rawID
+			return SessionEvent{ID: raw.rawID, Event: data.Type, Data: data}, nil
+		default:
 			return SessionEvent{}, errors.New("aap: session " + f.sessionID + " event log: event " + raw.rawID + " is not the one that follows in its JSON form")
 		}
-		f.turn, f.seq = page.Events[0].TurnID, page.Events[0].Seq
 	}
 	f.last = raw.rawID
 	return SessionEvent{ID: raw.rawID, TurnID: f.turn, Seq: f.seq, Event: data.Type, Data: data}, nil
