@@ -78,14 +78,8 @@ type sessionFollow struct {
 // open (re)opens the stream after f.last, after its drops-th drop in a row,
 // waiting first when the last one brought no event.
 func (f *sessionFollow) open(drops int) error {
-	p := f.c.retry
-	if drops > p.MaxAttempts {
-		return fmt.Errorf("aap: session %s event log: the stream ended %d times in a row without an event", f.sessionID, drops)
-	}
-	if drops > 1 {
-		if err := f.c.sleep(f.ctx, p.backoff(drops-1)); err != nil {
-			return fmt.Errorf("aap: session %s event log: %w", f.sessionID, err)
-		}
+	if err := f.c.beforeReopen(f.ctx, drops); err != nil {
+		return fmt.Errorf("aap: session %s event log: %w", f.sessionID, err)
 	}
 	h := http.Header{}
 	if f.last != "" {

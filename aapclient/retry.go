@@ -3,6 +3,7 @@ package aapclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 )
@@ -89,6 +90,20 @@ func (p RetryPolicy) backoff(attempt int) time.Duration {
 	}
 	d = min(d, p.MaxDelay)
 	return d/2 + rand.N(d/2+1)
+}
+
+// beforeReopen applies the policy to a stream that ended for the drops-th
+// time in a row without bringing an event: past MaxAttempts it is an
+// error; from the second drop on, it first waits the backoff.
+func (c *Client) beforeReopen(ctx context.Context, drops int) error {
+	p := c.retry
+	if drops > p.MaxAttempts {
+		return fmt.Errorf("the stream ended %d times in a row without an event", drops)
+	}
+	if drops > 1 {
+		return c.sleep(ctx, p.backoff(drops-1))
+	}
+	return nil
 }
 
 // sleepContext waits for d, or until ctx is done.

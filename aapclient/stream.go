@@ -118,14 +118,8 @@ func (s *Stream) Events() iter.Seq2[aap.Event, error] {
 // resume reopens the stream after its drops-th drop in a row, waiting
 // first when the last resume brought no event.
 func (s *Stream) resume(drops int) error {
-	p := s.c.retry
-	if drops > p.MaxAttempts {
-		return fmt.Errorf("aap: turn %s: the stream dropped %d times in a row without an event", s.turnID, drops)
-	}
-	if drops > 1 {
-		if err := s.c.sleep(s.ctx, p.backoff(drops-1)); err != nil {
-			return fmt.Errorf("aap: turn stream: %w", err)
-		}
+	if err := s.c.beforeReopen(s.ctx, drops); err != nil {
+		return fmt.Errorf("aap: turn %s: %w", s.turnID, err)
 	}
 	res, err := s.open()
 	if err != nil {
