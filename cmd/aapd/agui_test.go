@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/auth"
 	"github.com/aapd/aapd/httpapi/agui"
 	"github.com/aapd/aapd/store"
+	"github.com/aapd/aapd/store/storetest"
 )
 
 // The AG-UI door (httpapi/agui, docs/protocols.md) end to end: the official
@@ -119,6 +121,25 @@ func (c *client) runAGUI(agent string, in map[string]any) aguiRun {
 		r.events = append(r.events, e)
 	}
 	return r
+}
+
+// startAGUIRun sends a run of the echo agent on the thread, with one user
+// message, and reads its stream up to the first text: the run is under
+// way. It returns the open response, its reader, and the run's session and
+// turn.
+func (c *client) startAGUIRun(threadID, text string) (*http.Response, *bufio.Scanner, string, string) {
+	c.t.Helper()
+	body, _ := json.Marshal(map[string]any{"threadId": threadID, "runId": "r1", "messages": []any{aguiUser("u1", text)}})
+	req, _ := http.NewRequest("POST", c.base+"/ag-ui/agents/echo", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() && !strings.Contains(sc.Text(), agui.TextMessageContent) {
+	}
+	return res, sc, res.Header.Get(agui.SessionIDHeader), res.Header.Get(agui.TurnIDHeader)
 }
 
 func aguiUser(id, text string) map[string]any {
@@ -302,18 +323,7 @@ func TestAGUIAbortCancelsTheTurn(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := a.newTenant(t)
-			body, _ := json.Marshal(map[string]any{"threadId": "t-abort", "runId": "r1",
-				"messages": []any{aguiUser("u1", "/slow 50\n/words 1000")}})
-			req, _ := http.NewRequest("POST", a.base+"/ag-ui/agents/echo", bytes.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+c.key)
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sid, turnID := res.Header.Get(agui.SessionIDHeader), res.Header.Get(agui.TurnIDHeader)
-			sc := bufio.NewScanner(res.Body)
-			for sc.Scan() && !strings.Contains(sc.Text(), agui.TextMessageContent) {
-			}
+			res, _, sid, turnID := c.startAGUIRun("t-abort", "/slow 50\n/words 1000")
 			res.Body.Close() // the abort
 
 			nc := &client{t: t, base: tc.next.base, key: c.key}
@@ -338,19 +348,8 @@ func TestAGUIRunWaitsForThePreviousRunOnAnyReplica(t *testing.T) {
 	t.Parallel()
 	a, b := startParallelServer(t), startParallelServer(t)
 	c := a.newTenant(t)
-	body, _ := json.Marshal(map[string]any{"threadId": "t-wait", "runId": "r1",
-		"messages": []any{aguiUser("u1", "/slow 50\n/words 12")}})
-	req, _ := http.NewRequest("POST", a.base+"/ag-ui/agents/echo", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, sc, sid, turnID := c.startAGUIRun("t-wait", "/slow 50\n/words 12")
 	defer res.Body.Close()
-	sid, turnID := res.Header.Get(agui.SessionIDHeader), res.Header.Get(agui.TurnIDHeader)
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() && !strings.Contains(sc.Text(), agui.TextMessageContent) {
-	}
 	first := make(chan string, 1)
 	go func() { // the first run's client reads on to its end
 		last := ""
@@ -406,5 +405,59 @@ func TestAGUIEndUsersThreadsAreTheirOwn(t *testing.T) {
 	checkProblem(t, r.response, http.StatusNotFound, "not-found")
 	if h := tn.user1.history(s1, aap.HistoryFull); len(h) != 2 {
 		t.Fatalf("user1's session changed: %v", h)
+	}
+}
+
+// A thread's run waiting for its previous turn, running on another
+// replica, goes ahead when a database crash takes that turn with its claim
+// (inflicted as the crash leaves it: the turn's rows gone, the session
+// free) instead of being refused as running.
+func TestAGUIRunGoesAheadWhenThePreviousTurnIsLost(t *testing.T) {
+	t.Parallel()
+	a, b := startParallelServer(t), startParallelServer(t)
+	c := a.newTenant(t)
+	tenantID := tenantIDOf(t, a, c)
+	first := c.runAGUI("echo", map[string]any{"threadId": "t-lost", "messages": []any{aguiUser("u1", "hi")}})
+	first.expect(t, http.StatusOK)
+	sid := first.Header.Get(agui.SessionIDHeader)
+
+	// A turn of the thread's session sent over AAP, whose claim the crash
+	// can take (stream "none"), running on replica a.
+	lostDone := make(chan struct{})
+	go func() {
+		defer close(lostDone)
+		req, _ := http.NewRequest("POST", a.base+"/sessions/"+sid+"/turns",
+			strings.NewReader(`{"stream":"none","messages":[{"role":"user","content":"/slow 1000\n/words 2"}]}`))
+		req.Header.Set("Authorization", "Bearer "+c.key)
+		req.Header.Set("Content-Type", "application/json")
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+		}
+	}()
+	var turnID string
+	for deadline := time.Now().Add(5 * time.Second); turnID == ""; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the turn was not claimed")
+		}
+		storetest.Scan(t, storetest.URL(t), `SELECT coalesce(active_turn_id, '') FROM sessions WHERE tenant_id = $1 AND id = $2`,
+			[]any{tenantID, sid}, &turnID)
+	}
+
+	nextDone := make(chan aguiRun, 1)
+	go func() {
+		nc := &client{t: t, base: b.base, key: c.key}
+		nextDone <- nc.runAGUI("echo", map[string]any{"threadId": "t-lost", "messages": []any{aguiUser("u1", "hi"), aguiUser("u2", "next")}})
+	}()
+	time.Sleep(300 * time.Millisecond) // the run waits for the turn
+	storetest.LoseClaim(t, storetest.URL(t), tenantID, sid, turnID)
+	next := <-nextDone
+	next.expect(t, http.StatusOK)
+	if next.last().Type() != agui.RunFinished {
+		t.Fatalf("the run after the lost turn: %v", next.types())
+	}
+	<-lostDone
+	h := c.history(sid, aap.HistoryFull)
+	if len(h) != 4 || h[2].Content.PlainText() != "next" {
+		t.Errorf("the thread's history: %v", h)
 	}
 }

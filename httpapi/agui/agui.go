@@ -237,7 +237,9 @@ func (h *Handler) create(ctx context.Context, rp runParams, pl plan, req aap.Tur
 
 // waitPrevious waits, for previousRunWait at most, for the end of the run
 // whose turn holds the session, in whichever process runs it, and reports
-// whether it ended.
+// whether it ended. A turn whose record is gone has ended too: a database
+// crash took it with its claim, or the session was deleted (the run, sent
+// again, then learns so).
 func (h *Handler) waitPrevious(ctx context.Context, ref store.TurnRef) bool {
 	t := time.NewTimer(previousRunWait)
 	defer t.Stop()
@@ -259,8 +261,13 @@ func (h *Handler) waitPrevious(ctx context.Context, ref store.TurnRef) bool {
 		case <-time.After(previousRunPoll):
 		}
 		turn, err := h.cfg.Store.TurnGet(ctx, ref.TenantID, ref.SessionID, ref.TurnID)
-		if err != nil || turn.Status != store.TurnRunning {
-			return err == nil
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return true
+		case err != nil:
+			return false
+		case turn.Status != store.TurnRunning:
+			return true
 		}
 	}
 }
