@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/aapd/aapd/auth"
@@ -13,7 +14,9 @@ import (
 // owners_test.go, scopes_test.go).
 
 // registerIssuer registers a token issuer for a tenant, as the admin API
-// would.
+// would, and removes it when the test ends: an issuer and audience belong
+// to one tenant of the whole database, which the package's tests share, so
+// a test run again (-count) must find its issuer free.
 func (s *testServer) registerIssuer(t *testing.T, tenantID, issuer, audience, jwksURL string, pems ...string) store.TokenIssuer {
 	t.Helper()
 	iss, err := s.Store.TokenIssuerCreate(context.Background(), store.TokenIssuerCreateParams{
@@ -21,6 +24,12 @@ func (s *testServer) registerIssuer(t *testing.T, tenantID, issuer, audience, jw
 	if err != nil {
 		t.Fatalf("register issuer: %v", err)
 	}
+	t.Cleanup(func() {
+		err := s.Store.TokenIssuerDelete(context.Background(), tenantID, iss.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("remove issuer %s: %v", issuer, err)
+		}
+	})
 	return iss
 }
 
