@@ -20,10 +20,20 @@ func TestTokenIssuers(t *testing.T) {
 	st := storetest.Open(t)
 	ctx := context.Background()
 	a, b := storetest.NewTenant(t, st), storetest.NewTenant(t, st)
+	// An issuer and audience belong to one tenant of the whole database:
+	// the test's own are removed, so that it passes when run again.
+	forget := func(tenantID, id string) {
+		t.Cleanup(func() {
+			if err := st.TokenIssuerDelete(ctx, tenantID, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+				t.Error(err)
+			}
+		})
+	}
 	ia, err := st.TokenIssuerCreate(ctx, store.TokenIssuerCreateParams{TenantID: a.ID, Issuer: "https://id.example", Audience: "app-a", JWKSURL: "https://id.example/jwks"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	forget(a.ID, ia.ID)
 	if _, err := st.TokenIssuerCreate(ctx, store.TokenIssuerCreateParams{TenantID: b.ID, Issuer: "https://id.example", Audience: "app-a", PublicKeys: []string{"pem"}}); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("another tenant took the same pair: %v, want ErrConflict", err)
 	}
@@ -31,6 +41,7 @@ func TestTokenIssuers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	forget(b.ID, ib.ID)
 	if _, err := st.TokenIssuerCreate(ctx, store.TokenIssuerCreateParams{TenantID: b.ID, Issuer: "x", Audience: "y"}); err == nil {
 		t.Error("an issuer with neither a JWKS URL nor keys was stored")
 	}
