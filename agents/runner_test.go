@@ -151,14 +151,7 @@ func TestAnAwaitedTurnLostWithItsClaimIsToBeSentAgain(t *testing.T) {
 					Request: aap.TurnRequest{Messages: []aap.Message{aap.UserMessage("/slow 300\n/words 2")}}})
 				done <- ran{h, err}
 			}()
-			var turnID string
-			for deadline := time.Now().Add(5 * time.Second); turnID == ""; time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the turn was not claimed")
-				}
-				storetest.Scan(t, storetest.URL(t), `SELECT coalesce(active_turn_id, '') FROM sessions WHERE tenant_id = $1 AND id = $2`,
-					[]any{tn.ID, sess.ID}, &turnID)
-			}
+			turnID := storetest.ClaimedTurn(t, storetest.URL(t), tn.ID, sess.ID)
 			tc.lose(t, tn.ID, sess.ID, turnID)
 			r := <-done
 			if r.err != nil {

@@ -434,14 +434,7 @@ func TestAGUIRunGoesAheadWhenThePreviousTurnIsLost(t *testing.T) {
 			res.Body.Close()
 		}
 	}()
-	var turnID string
-	for deadline := time.Now().Add(5 * time.Second); turnID == ""; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the turn was not claimed")
-		}
-		storetest.Scan(t, storetest.URL(t), `SELECT coalesce(active_turn_id, '') FROM sessions WHERE tenant_id = $1 AND id = $2`,
-			[]any{tenantID, sid}, &turnID)
-	}
+	turnID := storetest.ClaimedTurn(t, storetest.URL(t), tenantID, sid)
 
 	nextDone := make(chan aguiRun, 1)
 	go func() {

@@ -536,14 +536,7 @@ func TestFollowerOfATurnLostWithItsClaimIsToldItWasLost(t *testing.T) {
 	}
 	answered, followed := make(chan answer, 1), make(chan answer, 1)
 	go raw("POST", "/sessions/"+sid+"/turns", `{"stream":"none","messages":[{"role":"user","content":"/slow 1000\n/words 2"}]}`, answered)
-	var turnID string
-	for deadline := time.Now().Add(5 * time.Second); turnID == ""; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the turn was not claimed")
-		}
-		storetest.Scan(t, storetest.URL(t), `SELECT coalesce(active_turn_id, '') FROM sessions WHERE tenant_id = $1 AND id = $2`,
-			[]any{tenantID, sid}, &turnID)
-	}
+	turnID := storetest.ClaimedTurn(t, storetest.URL(t), tenantID, sid)
 	go raw("GET", "/sessions/"+sid+"/turns/"+turnID+"/events", "", followed)
 	logStream := c.openGet("/sessions/"+sid+"/events", "Accept", "text/event-stream")
 	defer logStream.Body.Close()

@@ -1,6 +1,25 @@
 package storetest
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
+
+// ClaimedTurn waits, 5 s at most, until a turn holds the session, and
+// returns its id: a test that inflicts a fault on a running turn (LoseClaim)
+// needs the turn claimed first, however loaded the machine is.
+func ClaimedTurn(t testing.TB, dbURL, tenantID, sessionID string) string {
+	t.Helper()
+	var turnID string
+	for deadline := time.Now().Add(5 * time.Second); turnID == ""; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no turn of session %s was claimed within 5 s", sessionID)
+		}
+		Scan(t, dbURL, `SELECT coalesce(active_turn_id, '') FROM sessions WHERE tenant_id = $1 AND id = $2`,
+			[]any{tenantID, sessionID}, &turnID)
+	}
+	return turnID
+}
 
 // LoseClaim leaves the database as a Postgres crash leaves it when it takes
 // the claim of a running turn whose claim had not reached the disk (a
