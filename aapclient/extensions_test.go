@@ -12,6 +12,7 @@ import (
 	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/httpapi"
+	v3 "github.com/aapd/aapd/httpapi/v3"
 	"github.com/aapd/aapd/store"
 )
 
@@ -109,23 +110,23 @@ func TestExtensionShapes(t *testing.T) {
 			t.Errorf("%s: the client reads\n%s\nas\n%s", name, want, got)
 		}
 	}
-	check("TurnList", httpapi.TurnList{Next: "c", Turns: []httpapi.TurnInfo{{
+	check("TurnList", v3.TurnList{Next: "c", Turns: []v3.TurnInfo{{
 		TurnID: "turn_1", SessionID: "sess_1", Status: "failed", Stream: aap.StreamDelta, StopReason: aap.StopError,
 		Error: &aap.TurnError{Type: aap.TurnErrorModel, Message: "boom"}, Usage: agents.Usage{InputTokens: 1, OutputTokens: 2}, IdempotencyKey: "k",
 		CreatedAt: finished.Add(-time.Second), FinishedAt: &finished, DurationMs: &ms,
 	}}}, &aapclient.TurnList{})
-	check("CompactResponse", httpapi.CompactResponse{Compacted: true, Compaction: &store.Compaction{
+	check("CompactResponse", v3.CompactResponse{Compacted: true, Compaction: &store.Compaction{
 		ID: 1, CreatedAt: finished, Trigger: "manual", Strategy: "summarize", FromSeq: 1, ToSeq: 9,
 		MessagesBefore: 9, MessagesAfter: 2, TokensBefore: 900, TokensAfter: 200,
 	}}, &aapclient.CompactResult{})
-	check("SessionList", httpapi.SessionList{Next: "c", Sessions: []httpapi.SessionRecord{
+	check("SessionList", v3.SessionList{Next: "c", Sessions: []v3.SessionRecord{
 		{SessionInfo: aap.SessionInfo{SessionID: "sess_1", Agent: aap.AgentConfig{Name: "echo", Options: map[string]string{"token": "***"}}}, Owner: "user1",
 			CreatedAt: finished.Add(-time.Hour), UpdatedAt: finished, Status: "requires_action",
-			Pending: []httpapi.PendingCall{{ToolCallID: "call_1", Name: "t", Input: json.RawMessage(`{"a":1}`), Awaiting: httpapi.AwaitingResult}}},
+			Pending: []v3.PendingCall{{ToolCallID: "call_1", Name: "t", Input: json.RawMessage(`{"a":1}`), Awaiting: v3.AwaitingResult}}},
 		{SessionInfo: aap.SessionInfo{SessionID: "sess_2", Agent: aap.AgentConfig{Name: "echo"}, Tools: []aap.ToolSpec{{Name: "t", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`)}}},
 			CreatedAt: finished, UpdatedAt: finished, Status: "idle"},
 	}}, &aapclient.SessionList{})
-	check("CompactResponse unchanged", httpapi.CompactResponse{Tokens: 12, Reason: "below the threshold"}, &aapclient.CompactResult{})
+	check("CompactResponse unchanged", v3.CompactResponse{Tokens: 12, Reason: "below the threshold"}, &aapclient.CompactResult{})
 	if aapclient.TurnIDHeader != httpapi.TurnIDHeader || aapclient.ReplayedHeader != httpapi.ReplayedHeader ||
 		aapclient.IdempotencyKeyHeader != httpapi.IdempotencyKeyHeader {
 		t.Error("the client's header names differ from the server's")

@@ -16,6 +16,7 @@ import (
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/agents/echo"
 	"github.com/aapd/aapd/httpapi"
+	v3 "github.com/aapd/aapd/httpapi/v3"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/store/storetest"
 )
@@ -44,7 +45,8 @@ func startServer(t testing.TB) *testServer {
 	var inst *store.Instance // set before the first request, read by turns
 	runner := agents.NewRunner(agents.RunnerConfig{Store: st, Agents: registry, Logger: logger,
 		Owner: func() int32 { return inst.ID() }})
-	api := httpapi.New(httpapi.Config{Store: st, Agents: registry, Runner: runner, Logger: logger})
+	api := httpapi.New(httpapi.Config{Store: st, Runner: runner, Logger: logger,
+		Doors: []httpapi.Door{v3.New(v3.Config{Store: st, Agents: registry, Runner: runner})}})
 	inst, err = st.StartInstance(ctx, store.InstanceParams{
 		Channels: []string{store.CancelChannel, store.KeyRevokedChannel},
 		OnNotify: func(n store.Notification) {

@@ -6,10 +6,11 @@ import (
 	"github.com/gorilla/mux"
 )
 
-// RouteTemplates lists every route routes registers, as "METHOD /template",
-// sorted: what the OpenAPI document must describe (openapi_test.go).
-func RouteTemplates() ([]string, error) {
-	s := &Server{metrics: newMetrics(metricsConfig{})}
+// RouteTemplates lists every route routes registers with the doors
+// mounted, as "METHOD /template", sorted: what the OpenAPI document must
+// describe (openapi_test.go).
+func RouteTemplates(doors ...Door) ([]string, error) {
+	s := &Server{metrics: newMetrics(metricsConfig{}), cfg: Config{Doors: doors}}
 	var out []string
 	err := s.routes().(*mux.Router).Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
 		tpl, err := route.GetPathTemplate()

@@ -11,6 +11,10 @@ import (
 // and body gets the original outcome back (docs/durability.md).
 const IdempotencyKeyHeader = "Idempotency-Key"
 
+// TurnIDHeader carries the id of the turn a request started, in every
+// response mode of every door.
+const TurnIDHeader = "Aapd-Turn-Id"
+
 // ReplayedHeader is set on a response that replays an earlier request's.
 const ReplayedHeader = "Idempotent-Replayed"
 

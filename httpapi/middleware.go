@@ -184,11 +184,11 @@ func (s *Server) cors(next http.Handler) http.Handler {
 // authenticate requires a valid credential, an API key or an end user's
 // token, and puts its Principal in the request's context. A database
 // outage is a 503, not a 401: the credential may be fine.
-func (s *Server) authenticate(next http.Handler) http.Handler {
+func (s *Server) authenticate(write ProblemWriter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.principal(r)
 		if err != nil {
-			s.fail(w, r, err)
+			s.failWith(write, w, r, err)
 			return
 		}
 		logctx.FromContext(r.Context()).SetTenant(p.TenantID)
@@ -257,8 +257,8 @@ func (s *Server) tokenPrincipal(r *http.Request, token string) (auth.Principal, 
 
 // need is a route that requires the scope: a credential without it gets
 // 403, before anything of the request is looked at.
-func (s *Server) need(scope string, h handlerFunc) http.Handler {
-	return s.handle(func(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) need(write ProblemWriter, scope string, h HandlerFunc) http.Handler {
+	return s.handleWith(write, func(w http.ResponseWriter, r *http.Request) error {
 		if p, _ := auth.FromContext(r.Context()); !p.Has(scope) {
 			prob := probForbidden.with("this credential lacks the %s scope this request needs", scope)
 			prob.authError, prob.scope = "insufficient_scope", scope
@@ -272,18 +272,4 @@ func invalidToken(detail string) *Problem {
 	p := probUnauthorized.with("%s", detail)
 	p.authError = "invalid_token"
 	return p
-}
-
-// tenantOf returns the authenticated tenant; routes behind authenticate
-// always have one.
-func tenantOf(r *http.Request) string {
-	p, _ := auth.FromContext(r.Context())
-	return p.TenantID
-}
-
-// ownerOf returns the session owner the request is confined to: the end
-// user of a token, or "" (any owner) for an API key.
-func ownerOf(r *http.Request) string {
-	p, _ := auth.FromContext(r.Context())
-	return p.Owner()
 }

@@ -9,7 +9,10 @@ import (
 
 	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/httpapi/admin"
+	"github.com/aapd/aapd/httpapi/agui"
 	"github.com/aapd/aapd/httpapi/openapitest"
+	v1 "github.com/aapd/aapd/httpapi/v1"
+	v3 "github.com/aapd/aapd/httpapi/v3"
 )
 
 func loadDocument(t *testing.T) *openapitest.Document {
@@ -49,7 +52,7 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 // openapitest.NotYetDocumented are let be.
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	t.Parallel()
-	routes, err := httpapi.RouteTemplates()
+	routes, err := httpapi.RouteTemplates(v3.New(v3.Config{}), v1.New(v1.Config{}), agui.New(agui.Config{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/aapd/aapd/agents/echo"
 	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/httpapi/admin"
+	v3 "github.com/aapd/aapd/httpapi/v3"
 	"github.com/aapd/aapd/store"
 )
 
@@ -61,36 +62,36 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 		{"Meta", aap.Meta{Version: aap.Version, Agents: []aap.AgentInfo{bare, full}}},
 		{"Meta", aap.Meta{Version: aap.Version, Agents: []aap.AgentInfo{}}},
 		{"SessionInfo", aap.SessionInfo{SessionID: "sess_1", Agent: aap.AgentConfig{Name: "echo"}}},
-		{"SessionList", httpapi.SessionList{Sessions: []httpapi.SessionRecord{{SessionInfo: aap.SessionInfo{SessionID: "sess_1",
+		{"SessionList", v3.SessionList{Sessions: []v3.SessionRecord{{SessionInfo: aap.SessionInfo{SessionID: "sess_1",
 			Agent: aap.AgentConfig{Name: "full", Tools: []aap.ServerToolRef{{Name: "web"}}, Options: map[string]string{"b": aap.SecretPlaceholder}},
 			Tools: full.Tools}, CreatedAt: now, UpdatedAt: now, Status: store.SessionRequiresAction}}, Next: "abc"}},
-		{"SessionList", httpapi.SessionList{Sessions: []httpapi.SessionRecord{}}},
+		{"SessionList", v3.SessionList{Sessions: []v3.SessionRecord{}}},
 		{"CreateSessionResponse", aap.CreateSessionResponse{SessionID: "sess_1"}},
 		{"HistoryResponse", aap.HistoryResponse{History: map[aap.HistoryType][]aap.Message{aap.HistoryFull: history}}},
 		{"HistoryResponse", aap.HistoryResponse{History: map[aap.HistoryType][]aap.Message{aap.HistoryCompacted: {}}}},
-		{"TurnInfo", httpapi.TurnInfo{TurnID: "turn_1", SessionID: "sess_1", Status: string(store.TurnRunning), Stream: aap.StreamDelta, CreatedAt: now}},
-		{"TurnList", httpapi.TurnList{Turns: []httpapi.TurnInfo{{TurnID: "turn_1", SessionID: "sess_1", Status: string(store.TurnFailed),
+		{"TurnInfo", v3.TurnInfo{TurnID: "turn_1", SessionID: "sess_1", Status: string(store.TurnRunning), Stream: aap.StreamDelta, CreatedAt: now}},
+		{"TurnList", v3.TurnList{Turns: []v3.TurnInfo{{TurnID: "turn_1", SessionID: "sess_1", Status: string(store.TurnFailed),
 			Stream: aap.StreamNone, StopReason: aap.StopError, Error: &aap.TurnError{Type: aap.TurnErrorModel, Message: "boom"}, Usage: agents.Usage{InputTokens: 1, OutputTokens: 2},
 			IdempotencyKey: "k", CreatedAt: now, FinishedAt: &now, DurationMs: &dur}}, Next: "n"}},
-		{"CompactResponse", httpapi.CompactResponse{Compacted: true, Compaction: &record}},
-		{"CompactResponse", httpapi.CompactResponse{Tokens: 1458, Reason: "within the target"}},
-		{"CompactionList", httpapi.CompactionList{Compactions: []store.Compaction{record}}},
+		{"CompactResponse", v3.CompactResponse{Compacted: true, Compaction: &record}},
+		{"CompactResponse", v3.CompactResponse{Tokens: 1458, Reason: "within the target"}},
+		{"CompactionList", v3.CompactionList{Compactions: []store.Compaction{record}}},
 		{"Problem", httpapi.Problem{Type: httpapi.ProblemTypeBase + "turn-running", Title: "t", Status: 409, Detail: "d",
 			Instance: "/sessions/x/turns", RequestID: "abc", TurnID: "turn_1"}},
 
-		{"SessionRecord", httpapi.SessionRecord{SessionInfo: aap.SessionInfo{SessionID: "sess_1", Agent: aap.AgentConfig{Name: "echo"}}, Owner: "user-1",
+		{"SessionRecord", v3.SessionRecord{SessionInfo: aap.SessionInfo{SessionID: "sess_1", Agent: aap.AgentConfig{Name: "echo"}}, Owner: "user-1",
 			CreatedAt: now, UpdatedAt: now, Status: store.SessionIdle}},
-		{"SessionList", httpapi.SessionList{Sessions: []httpapi.SessionRecord{{SessionInfo: aap.SessionInfo{SessionID: "sess_1",
+		{"SessionList", v3.SessionList{Sessions: []v3.SessionRecord{{SessionInfo: aap.SessionInfo{SessionID: "sess_1",
 			Agent: aap.AgentConfig{Name: "echo"}}, Owner: "user-1", CreatedAt: now, UpdatedAt: now, Status: store.SessionRunning}}, Next: "n"}},
-		{"SessionRecord", httpapi.SessionRecord{SessionInfo: aap.SessionInfo{SessionID: "sess_1", Agent: aap.AgentConfig{Name: "echo"}},
-			CreatedAt: now, UpdatedAt: now, Status: store.SessionRequiresAction, Pending: []httpapi.PendingCall{
-				{ToolCallID: "c1", Name: "lookup", Input: json.RawMessage(`{"q":1}`), Awaiting: httpapi.AwaitingResult},
-				{ToolCallID: "c2", Name: "clock", Input: json.RawMessage(`{}`), Awaiting: httpapi.AwaitingPermission}}}},
-		{"SessionEventList", httpapi.SessionEventList{Events: []httpapi.SessionEventItem{
+		{"SessionRecord", v3.SessionRecord{SessionInfo: aap.SessionInfo{SessionID: "sess_1", Agent: aap.AgentConfig{Name: "echo"}},
+			CreatedAt: now, UpdatedAt: now, Status: store.SessionRequiresAction, Pending: []v3.PendingCall{
+				{ToolCallID: "c1", Name: "lookup", Input: json.RawMessage(`{"q":1}`), Awaiting: v3.AwaitingResult},
+				{ToolCallID: "c2", Name: "clock", Input: json.RawMessage(`{}`), Awaiting: v3.AwaitingPermission}}}},
+		{"SessionEventList", v3.SessionEventList{Events: []v3.SessionEventItem{
 			{ID: "dHVybl8wMDAwMDAwMDAwMDAwMDAwLjE", TurnID: "turn_1", Seq: 1, Event: aap.EventTurnStart, Data: aap.Event{Type: aap.EventTurnStart, TurnID: "turn_1"}},
 			{ID: "dHVybl8wMDAwMDAwMDAwMDAwMDAwLjI", TurnID: "turn_1", Seq: 2, Event: aap.EventTurnStop, Data: aap.TurnStopError(aap.TurnError{Type: aap.TurnErrorModel, Message: "m"})}},
 			Next: "dHVybl8wMDAwMDAwMDAwMDAwMDAwLjI", HasMore: true}},
-		{"SessionEventList", httpapi.SessionEventList{Events: []httpapi.SessionEventItem{}}},
+		{"SessionEventList", v3.SessionEventList{Events: []v3.SessionEventItem{}}},
 		{"Tenant", admin.Tenant{ID: "t", Name: "team-a", CreatedAt: now}},
 		{"TenantPage", admin.TenantPage{Tenants: []admin.Tenant{{ID: "t", Name: "team-a", CreatedAt: now,
 			Limits: admin.Limits{RequestsPerSecond: &rps, Burst: &burst, MaxRunningTurns: &burst}}}, NextCursor: "c"}},

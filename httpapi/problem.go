@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/agents"
@@ -36,6 +37,31 @@ type Problem struct {
 
 // Error makes a *Problem an error that handlers can return.
 func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Title, p.Detail) }
+
+// Slug is the stable name of the problem's kind: its type without
+// ProblemTypeBase ("not-found", "turn-running", …; docs/errors.md). Doors
+// with an error shape of their own map it to theirs.
+func (p *Problem) Slug() string { return strings.TrimPrefix(p.Type, ProblemTypeBase) }
+
+// RetryAfter is the delay, in seconds, after which a retry may succeed (0:
+// none is said); the edge sends it as Retry-After.
+func (p *Problem) RetryAfter() int { return p.retryAfter }
+
+// NewProblem returns a problem of a kind a door names itself: a slug
+// (documented in docs/errors.md), a title and the status.
+func NewProblem(status int, slug, title, format string, args ...any) *Problem {
+	return kind{slug, title, status}.with(format, args...)
+}
+
+// WithRetryAfter sets the delay after which a retry may succeed.
+func (p *Problem) WithRetryAfter(seconds int) *Problem {
+	p.retryAfter = seconds
+	return p
+}
+
+// NotFound is the problem of a resource that is not there, or not the
+// caller's to see: never a 403, which would tell that it exists.
+func NotFound(format string, args ...any) *Problem { return probNotFound.with(format, args...) }
 
 // problem kinds: one stable type slug, title and status each.
 var (
@@ -136,8 +162,23 @@ func toProblem(err error) (p *Problem, internal bool) {
 
 // writeProblem writes p as application/problem+json.
 func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
+	problemHeaders(w, r, p)
+	writeProblemJSON(w, r, p)
+}
+
+// writeProblemJSON is the ProblemWriter of problem+json (RFC 9457): AAP's
+// error shape, and every door's unless it says otherwise.
+func writeProblemJSON(w http.ResponseWriter, _ *http.Request, p *Problem) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// problemHeaders sets what every refusal carries, whatever its shape:
+// Cache-Control, Retry-After, the bearer challenge of a 401 or 403, and
+// the problem's instance and request id.
+func problemHeaders(w http.ResponseWriter, r *http.Request, p *Problem) {
 	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
 	if p.retryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(p.retryAfter))
@@ -158,8 +199,6 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 		p.Instance = r.URL.Path
 	}
 	p.RequestID = requestIDFrom(r.Context())
-	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p)
 }
 
 // WriteProblem writes p as application/problem+json, exactly as every
@@ -168,26 +207,32 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 // aapd's errors have one shape.
 func WriteProblem(w http.ResponseWriter, r *http.Request, p *Problem) { writeProblem(w, r, p) }
 
-// handlerFunc is an HTTP handler that returns its error instead of writing it.
-type handlerFunc func(w http.ResponseWriter, r *http.Request) error
-
-// handle adapts a handlerFunc: a returned error becomes a problem response
+// handle adapts a HandlerFunc: a returned error becomes a problem response
 // (see fail).
-func (s *Server) handle(h handlerFunc) http.Handler {
+func (s *Server) handle(h HandlerFunc) http.Handler { return s.handleWith(writeProblemJSON, h) }
+
+// handleWith is handle for a door that writes its refusals with write.
+func (s *Server) handleWith(write ProblemWriter, h HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
-			s.fail(w, r, err)
+			s.failWith(write, w, r, err)
 		}
 	})
 }
 
-// fail answers a request that failed with err: with a problem response, an
+// fail is failWith for problem+json.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	s.failWith(writeProblemJSON, w, r, err)
+}
+
+// failWith answers a request that failed with err: with a problem (in the
+// shape write gives it), an
 // internal error logged with the request id. A client that went away gets
 // no answer and costs no ERROR line: what failed is what its leaving
 // cancelled (typically a store call returning context.Canceled), not the
 // server. observe records it as a 499 and a disconnect. A body that timed
 // out also cancels the context, but its client is waiting for the 408.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Server) failWith(write ProblemWriter, w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && !bodyTimedOut(r) {
 		s.log.InfoContext(r.Context(), "client went away", "method", r.Method, "path", r.URL.Path, "err", err)
 		return
@@ -204,5 +249,6 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.WarnContext(r.Context(), "error after the response started", "err", err, slog.String("path", r.URL.Path))
 		return
 	}
-	writeProblem(w, r, p)
+	problemHeaders(w, r, p)
+	write(w, r, p)
 }

@@ -22,7 +22,7 @@ const (
 // either is refused with 429, Retry-After and the RateLimit headers; a
 // request within them carries the headers too, so a client can slow down
 // before it is refused. A tenant without a rate limit pays one map lookup.
-func (s *Server) limitRate(next http.Handler) http.Handler {
+func (s *Server) limitRate(write ProblemWriter, next http.Handler) http.Handler {
 	if s.cfg.Limits == nil {
 		return next
 	}
@@ -38,7 +38,7 @@ func (s *Server) limitRate(next http.Handler) http.Handler {
 		if !d.Allowed {
 			prob := probRateLimited.with("this %s sends requests faster than its limit; retry after the delay in Retry-After", limitedBy(d))
 			prob.retryAfter = max(1, int(math.Ceil(d.RetryAfter.Seconds())))
-			s.fail(w, r, prob)
+			s.failWith(write, w, r, prob)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -1,10 +1,13 @@
-// Package httpapi serves AAP v3 over HTTP: the protocol's seven endpoints
-// exactly as the specification writes them, aapd's documented extensions,
-// and the operational endpoints (/healthz, /readyz, /metrics).
-//
-// Handlers return errors; one adapter turns them into RFC 9457 problem
-// responses from one table (problem.go). Routes are registered in one place,
-// routes below, with public and authenticated subrouters.
+// Package httpapi is aapd's HTTP edge: what every front door shares. It
+// authenticates credentials (API keys, end users' tokens), checks scopes,
+// holds tenants to their request rates, bounds bodies, names every request
+// in logs, metrics and traces, answers refusals (problem+json, RFC 9457,
+// from one table: problem.go, or a door's own shape), writes streams and
+// drains them, and serves the operational endpoints (/healthz, /readyz,
+// /metrics, /openapi.json). The protocols themselves are doors (door.go),
+// each a package of its own mounted here: AAP v3 (httpapi/v3), AAP v1
+// (httpapi/v1), AG-UI (httpapi/agui); the operator's API (httpapi/admin)
+// is mounted under /admin/v1.
 package httpapi
 
 import (
@@ -19,8 +22,6 @@ import (
 
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/auth"
-	"github.com/aapd/aapd/httpapi/agui"
-	v1 "github.com/aapd/aapd/httpapi/v1"
 	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/quota"
 	"github.com/aapd/aapd/store"
@@ -29,8 +30,6 @@ import (
 // Defaults of Config.
 const (
 	DefaultMaxBodyBytes = 10 << 20 // 10 MiB: room for data: URI images
-	DefaultPageLimit    = 20
-	MaxPageLimit        = 100
 	DefaultKeepAlive    = 15 * time.Second
 	DefaultBodyTimeout  = 30 * time.Second // a 10 MiB body at 3 Mbit/s
 )
@@ -38,8 +37,10 @@ const (
 // Config configures a Server.
 type Config struct {
 	Store  *store.Store
-	Agents *agents.Registry
 	Runner *agents.Runner
+	// Doors are the protocols served, each mounted on the router in this
+	// order (the first to register a route serves it).
+	Doors []Door
 	// MetaRequiresAuth closes GET /meta to requests without a valid key.
 	MetaRequiresAuth bool
 	// CORSOrigins are the browser origins allowed to call the API; "*"
@@ -161,45 +162,11 @@ func (s *Server) routes() http.Handler {
 		r.PathPrefix("/admin/v1/").Handler(s.cfg.Admin)
 	}
 
-	meta := s.handle(s.getMeta)
-	if s.cfg.MetaRequiresAuth {
-		meta = s.authenticate(meta)
+	// The protocols, each through the edge (door.go).
+	e := edge{s: s, write: writeProblemJSON}
+	for _, d := range s.cfg.Doors {
+		d.Mount(r, e)
 	}
-	r.Handle("/meta", meta).Methods(http.MethodGet)
-
-	// AAP v1 under /v1 (httpapi/v1): the same sessions in v1's shapes.
-	v1.New(v1.Config{Host: doorHost{s}, Sessions: s.cfg.Store, Agents: s.cfg.Agents, Runner: s.cfg.Runner}).Register(r)
-
-	// The AAP routes, each with the scope it needs (docs/tenancy.md):
-	// reading, streams followed included, needs sessions:read; anything
-	// that changes a session needs sessions:write.
-	const read, write = auth.ScopeSessionsRead, auth.ScopeSessionsWrite
-	api := r.NewRoute().Subrouter()
-	api.Use(s.authenticate, s.limitRate)
-	api.Handle("/sessions", s.need(read, s.listSessions)).Methods(http.MethodGet)
-	api.Handle("/sessions", s.need(write, s.createSession)).Methods(http.MethodPost)
-	api.Handle("/sessions/{id}", s.need(read, s.getSession)).Methods(http.MethodGet)
-	api.Handle("/sessions/{id}", s.need(write, s.deleteSession)).Methods(http.MethodDelete)
-	api.Handle("/sessions/{id}/history", s.need(read, s.getHistory)).Methods(http.MethodGet)
-	api.Handle("/sessions/{id}/turns", s.need(write, s.postTurn)).Methods(http.MethodPost)
-
-	// Extensions (docs/durability.md): turns as first-class records.
-	api.Handle("/sessions/{id}/turns", s.need(read, s.listTurns)).Methods(http.MethodGet)
-	api.Handle("/sessions/{id}/turns/{turnId}", s.need(read, s.getTurn)).Methods(http.MethodGet)
-	api.Handle("/sessions/{id}/turns/{turnId}/events", s.need(read, s.turnEvents)).Methods(http.MethodGet)
-	api.Handle("/sessions/{id}/turns/{turnId}/cancel", s.need(write, s.cancelTurn)).Methods(http.MethodPost)
-
-	// Extensions (docs/protocols.md): the session event log.
-	api.Handle("/sessions/{id}/events", s.need(read, s.sessionEvents)).Methods(http.MethodGet)
-
-	// Extensions (docs/compaction.md): compaction on demand, and its records.
-	api.Handle("/sessions/{id}/compact", s.need(write, s.compactSession)).Methods(http.MethodPost)
-	api.Handle("/sessions/{id}/compactions", s.need(read, s.listCompactions)).Methods(http.MethodGet)
-
-	// AG-UI (docs/protocols.md): runs of the same sessions, through agui.
-	runs := agui.New(agui.Config{Store: s.cfg.Store, Agents: s.cfg.Agents, Runner: s.cfg.Runner,
-		ReadBody: s.readBody, KeepAlive: s.cfg.KeepAlive, Logger: s.log})
-	api.Handle("/ag-ui/agents/{agent}", s.need(write, runs.Run)).Methods(http.MethodPost)
 	return r
 }
 
@@ -219,7 +186,7 @@ func allowedMethods(router *mux.Router, req *http.Request) []string {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
-	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // readyz reports whether this process can serve: it fails while the
@@ -238,15 +205,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		p.retryAfter = 5
 		return p
 	}
-	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-func (s *Server) getMeta(w http.ResponseWriter, _ *http.Request) error {
-	return writeJSON(w, http.StatusOK, s.cfg.Agents.Meta())
-}
-
-// writeJSON writes v as a JSON response.
-func writeJSON(w http.ResponseWriter, status int, v any) error {
+// WriteJSON writes v as a JSON response.
+func WriteJSON(w http.ResponseWriter, status int, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err

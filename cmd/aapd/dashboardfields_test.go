@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aapd/aapd/httpapi"
+	v3 "github.com/aapd/aapd/httpapi/v3"
 	"github.com/aapd/aapd/store"
 )
 
@@ -16,13 +16,13 @@ func TestSessionListAndTurnRecordsCarryCreatedUpdatedAndStatus(t *testing.T) {
 	c := s.newTenant(t)
 	before := time.Now().Add(-time.Minute)
 	sid := c.echoSession(nil, "lookup")
-	record := func(id string) httpapi.SessionRecord {
+	record := func(id string) v3.SessionRecord {
 		t.Helper()
-		var list httpapi.SessionList
+		var list v3.SessionList
 		c.do("GET", "/sessions", nil).expect(t, http.StatusOK).json(t, &list)
 		for _, r := range list.Sessions {
 			if r.SessionID == id {
-				var one httpapi.SessionRecord
+				var one v3.SessionRecord
 				c.do("GET", "/sessions/"+id, nil).expect(t, http.StatusOK).json(t, &one)
 				if one.Status != r.Status || !one.CreatedAt.Equal(r.CreatedAt) {
 					t.Errorf("GET /sessions/%s = %+v, but the list says %+v", id, one, r)
@@ -31,7 +31,7 @@ func TestSessionListAndTurnRecordsCarryCreatedUpdatedAndStatus(t *testing.T) {
 			}
 		}
 		t.Fatalf("session %s not listed", id)
-		return httpapi.SessionRecord{}
+		return v3.SessionRecord{}
 	}
 	fresh := record(sid)
 	if fresh.Status != store.SessionIdle || fresh.CreatedAt.Before(before) || fresh.UpdatedAt.Before(fresh.CreatedAt) {
@@ -53,7 +53,7 @@ func TestSessionListAndTurnRecordsCarryCreatedUpdatedAndStatus(t *testing.T) {
 		t.Errorf("after the turn, status = %q, want idle", r.Status)
 	}
 
-	var turns httpapi.TurnList
+	var turns v3.TurnList
 	c.do("GET", "/sessions/"+sid+"/turns", nil).expect(t, http.StatusOK).json(t, &turns)
 	if len(turns.Turns) != 1 {
 		t.Fatalf("turns = %+v", turns)

@@ -10,19 +10,19 @@ import (
 	"time"
 
 	"github.com/aapd/aapd/aap"
-	"github.com/aapd/aapd/httpapi"
+	v3 "github.com/aapd/aapd/httpapi/v3"
 )
 
 // The session event log (docs/protocols.md): every event of every turn of
 // a session, in order, as JSON pages or followed live.
 
 // eventPages reads the whole log as JSON pages of limit events.
-func (c *client) eventPages(sid string, limit int) []httpapi.SessionEventItem {
+func (c *client) eventPages(sid string, limit int) []v3.SessionEventItem {
 	c.t.Helper()
-	var all []httpapi.SessionEventItem
+	var all []v3.SessionEventItem
 	after := ""
 	for range 1000 {
-		var page httpapi.SessionEventList
+		var page v3.SessionEventList
 		c.do("GET", fmt.Sprintf("/sessions/%s/events?limit=%d&after=%s", sid, limit, after), nil).expect(c.t, http.StatusOK).json(c.t, &page)
 		all = append(all, page.Events...)
 		if len(page.Events) > limit {
@@ -33,7 +33,7 @@ func (c *client) eventPages(sid string, limit int) []httpapi.SessionEventItem {
 				after = page.Next
 			}
 			// Past the end: an empty page that keeps the cursor.
-			var end httpapi.SessionEventList
+			var end v3.SessionEventList
 			c.do("GET", "/sessions/"+sid+"/events?after="+after, nil).expect(c.t, http.StatusOK).json(c.t, &end)
 			if len(end.Events) != 0 || end.HasMore || end.Next != after {
 				c.t.Errorf("the page after the end = %+v, want empty with next %q", end, after)
@@ -50,7 +50,7 @@ func (c *client) eventPages(sid string, limit int) []httpapi.SessionEventItem {
 // session log must be, concatenated.
 func (c *client) turnLogs(sid string) (turnIDs []string, events []sseEvent) {
 	c.t.Helper()
-	var turns httpapi.TurnList
+	var turns v3.TurnList
 	c.do("GET", "/sessions/"+sid+"/turns?limit=100", nil).expect(c.t, http.StatusOK).json(c.t, &turns)
 	for i := len(turns.Turns) - 1; i >= 0; i-- {
 		id := turns.Turns[i].TurnID
@@ -130,7 +130,7 @@ func TestSessionEventLogPagesEveryEventOfEveryTurnInOrder(t *testing.T) {
 
 	// Cursors: resuming in the middle gives the rest; bad ones are 400s.
 	all := c.eventPages(sid, 1000)
-	var rest httpapi.SessionEventList
+	var rest v3.SessionEventList
 	c.do("GET", "/sessions/"+sid+"/events?after="+all[4].ID, nil).expect(t, http.StatusOK).json(t, &rest)
 	if len(rest.Events) != len(all)-5 || rest.Events[0].ID != all[5].ID {
 		t.Errorf("after event 5: %d events starting %+v", len(rest.Events), rest.Events[0])
@@ -153,7 +153,7 @@ func TestSessionEventLogPagesEveryEventOfEveryTurnInOrder(t *testing.T) {
 	checkProblem(t, c.do("GET", "/sessions/"+sid+"/events", nil, "Last-Event-ID", "garbage"), http.StatusBadRequest, "invalid-request")
 	// Another tenant's session is a 404, as on every session route.
 	checkProblem(t, s.newTenant(t).do("GET", "/sessions/"+sid+"/events", nil), http.StatusNotFound, "not-found")
-	var empty httpapi.SessionEventList
+	var empty v3.SessionEventList
 	c.do("GET", "/sessions/"+other+"/events", nil).expect(t, http.StatusOK).json(t, &empty)
 	if len(empty.Events) != 0 || empty.Next != "" || empty.HasMore {
 		t.Errorf("a session without turns: %+v", empty)
@@ -281,12 +281,12 @@ func TestSessionRecordShowsPendingToolCallsAndPermissionRequests(t *testing.T) {
 	c := s.newTenant(t)
 	sid := c.echoSession([]aap.ServerToolRef{{Name: "clock"}}, "lookup")
 	calls := toolCalls(c.say(sid, `/tool lookup {"q":"tokyo"}`+"\n/tool clock {}").Messages)
-	var rec httpapi.SessionRecord
+	var rec v3.SessionRecord
 	c.do("GET", "/sessions/"+sid, nil).expect(t, http.StatusOK).json(t, &rec)
 	if len(rec.Pending) != 2 || rec.Status != "requires_action" {
 		t.Fatalf("record = %+v", rec)
 	}
-	want := map[string]string{calls[0].ToolCallID: httpapi.AwaitingResult, calls[1].ToolCallID: httpapi.AwaitingPermission}
+	want := map[string]string{calls[0].ToolCallID: v3.AwaitingResult, calls[1].ToolCallID: v3.AwaitingPermission}
 	for _, p := range rec.Pending {
 		if want[p.ToolCallID] != p.Awaiting {
 			t.Errorf("pending %+v, want awaiting %q", p, want[p.ToolCallID])
@@ -298,14 +298,14 @@ func TestSessionRecordShowsPendingToolCallsAndPermissionRequests(t *testing.T) {
 	// The record is enough to answer them.
 	answers := []any{}
 	for _, p := range rec.Pending {
-		if p.Awaiting == httpapi.AwaitingResult {
+		if p.Awaiting == v3.AwaitingResult {
 			answers = append(answers, msg("tool", "toolCallId", p.ToolCallID, "content", "sunny"))
 		} else {
 			answers = append(answers, msg("tool_permission", "toolCallId", p.ToolCallID, "granted", true))
 		}
 	}
 	c.turn(sid, map[string]any{"messages": answers})
-	var after httpapi.SessionRecord
+	var after v3.SessionRecord
 	c.do("GET", "/sessions/"+sid, nil).expect(t, http.StatusOK).json(t, &after)
 	if len(after.Pending) != 0 || after.Status != "idle" {
 		t.Errorf("after answering: %+v", after)

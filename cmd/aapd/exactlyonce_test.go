@@ -17,7 +17,7 @@ import (
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/aapclient"
-	"github.com/aapd/aapd/httpapi"
+	v3 "github.com/aapd/aapd/httpapi/v3"
 	"github.com/aapd/aapd/store/storetest"
 )
 
@@ -599,7 +599,7 @@ func TestFollowerOfATurnLostWithItsClaimIsToldItWasLost(t *testing.T) {
 	}
 	// A resume from any id of the lost turn goes on without it.
 	for _, h := range [][]string{{"after", log[0].ID}, {"Last-Event-ID", log[1].ID}} {
-		var page httpapi.SessionEventList
+		var page v3.SessionEventList
 		if h[0] == "after" {
 			c.do("GET", "/sessions/"+sid+"/events?after="+h[1], nil).expect(t, http.StatusOK).json(t, &page)
 		} else {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/aapclient"
-	"github.com/aapd/aapd/httpapi"
+	v3 "github.com/aapd/aapd/httpapi/v3"
 	"github.com/aapd/aapd/store"
 )
 
@@ -144,34 +144,34 @@ func TestListSessionsNewestFirst(t *testing.T) {
 
 	t.Run("default and maximum limits", func(t *testing.T) {
 		t.Parallel()
-		if httpapi.DefaultPageLimit != 20 || httpapi.MaxPageLimit != 100 {
-			t.Fatalf("documented limits changed: default %d, max %d", httpapi.DefaultPageLimit, httpapi.MaxPageLimit)
+		if v3.DefaultPageLimit != 20 || v3.MaxPageLimit != 100 {
+			t.Fatalf("documented limits changed: default %d, max %d", v3.DefaultPageLimit, v3.MaxPageLimit)
 		}
 		c, tn := s.newTenantWithID(t)
-		total := httpapi.MaxPageLimit + 5
+		total := v3.MaxPageLimit + 5
 		want := reversed(createSessions(t, s, tn.ID, total))
 
 		def := c.listPage(t, aapclient.ListOptions{})
-		if len(def.ids) != httpapi.DefaultPageLimit || !def.hasNext {
-			t.Errorf("default page: %d sessions, next %v; want %d and next", len(def.ids), def.hasNext, httpapi.DefaultPageLimit)
+		if len(def.ids) != v3.DefaultPageLimit || !def.hasNext {
+			t.Errorf("default page: %d sessions, next %v; want %d and next", len(def.ids), def.hasNext, v3.DefaultPageLimit)
 		}
 		if !reflect.DeepEqual(def.ids, want[:len(def.ids)]) {
 			t.Errorf("default page is not the newest sessions")
 		}
-		full := c.listPage(t, aapclient.ListOptions{Limit: httpapi.MaxPageLimit})
-		if len(full.ids) != httpapi.MaxPageLimit || !full.hasNext || !reflect.DeepEqual(full.ids, want[:httpapi.MaxPageLimit]) {
+		full := c.listPage(t, aapclient.ListOptions{Limit: v3.MaxPageLimit})
+		if len(full.ids) != v3.MaxPageLimit || !full.hasNext || !reflect.DeepEqual(full.ids, want[:v3.MaxPageLimit]) {
 			t.Errorf("max page: %d sessions, next %v", len(full.ids), full.hasNext)
 		}
-		rest := c.listPage(t, aapclient.ListOptions{Limit: httpapi.MaxPageLimit, After: full.next})
-		if rest.hasNext || !reflect.DeepEqual(rest.ids, want[httpapi.MaxPageLimit:]) {
-			t.Errorf("last page: %+v, want %v and no next", rest, want[httpapi.MaxPageLimit:])
+		rest := c.listPage(t, aapclient.ListOptions{Limit: v3.MaxPageLimit, After: full.next})
+		if rest.hasNext || !reflect.DeepEqual(rest.ids, want[v3.MaxPageLimit:]) {
+			t.Errorf("last page: %+v, want %v and no next", rest, want[v3.MaxPageLimit:])
 		}
 		// The default limit also applies to later pages.
 		p2 := c.listPage(t, aapclient.ListOptions{After: def.next})
-		if !reflect.DeepEqual(p2.ids, want[httpapi.DefaultPageLimit:2*httpapi.DefaultPageLimit]) {
+		if !reflect.DeepEqual(p2.ids, want[v3.DefaultPageLimit:2*v3.DefaultPageLimit]) {
 			t.Errorf("second default page = %d sessions", len(p2.ids))
 		}
-		_, err := c.api().ListSessions(t.Context(), aapclient.ListOptions{Limit: httpapi.MaxPageLimit + 1})
+		_, err := c.api().ListSessions(t.Context(), aapclient.ListOptions{Limit: v3.MaxPageLimit + 1})
 		refusal(t, err, http.StatusBadRequest, "invalid-request")
 		one := c.listPage(t, aapclient.ListOptions{Limit: 1})
 		if len(one.ids) != 1 || one.ids[0] != want[0] || !one.hasNext {

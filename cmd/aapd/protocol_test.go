@@ -13,6 +13,7 @@ import (
 	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/httpapi"
+	v3 "github.com/aapd/aapd/httpapi/v3"
 	"github.com/aapd/aapd/store/storetest"
 )
 
@@ -646,7 +647,7 @@ func TestFailedTurnStopCarriesAnErrorObject(t *testing.T) {
 	if last.Error.Type != aap.TurnErrorModel || !strings.Contains(last.Error.Message, "boom") {
 		t.Errorf("turn_stop error = %+v, want a model_error that says boom", last.Error)
 	}
-	var info httpapi.TurnInfo
+	var info v3.TurnInfo
 	c.do("GET", "/sessions/"+sid+"/turns/"+res.Header.Get(httpapi.TurnIDHeader), nil).expect(t, http.StatusOK).json(t, &info)
 	if info.Status != "failed" || info.Error == nil || *info.Error != *last.Error {
 		t.Errorf("record = %+v, error %+v; want the turn_stop's %+v", info, info.Error, last.Error)

@@ -22,6 +22,9 @@ import (
 	"github.com/aapd/aapd/auth"
 	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/httpapi/admin"
+	"github.com/aapd/aapd/httpapi/agui"
+	v1 "github.com/aapd/aapd/httpapi/v1"
+	v3 "github.com/aapd/aapd/httpapi/v3"
 	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/quota"
 	"github.com/aapd/aapd/store"
@@ -298,7 +301,13 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 		return err
 	}
 	m.API = httpapi.New(httpapi.Config{
-		Store: m.Store, Agents: registry, Runner: m.Runner, Limits: m.Limits,
+		Store: m.Store, Runner: m.Runner, Limits: m.Limits,
+		// The protocols served, each a door over the same pipeline.
+		Doors: []httpapi.Door{
+			v3.New(v3.Config{Store: m.Store, Agents: registry, Runner: m.Runner}),
+			v1.New(v1.Config{Sessions: m.Store, Agents: registry, Runner: m.Runner}),
+			agui.New(agui.Config{Store: m.Store, Agents: registry, Runner: m.Runner}),
+		},
 		MetaRequiresAuth: m.cfg.MetaRequiresAuth, CORSOrigins: m.cfg.CORSOrigins,
 		MaxBodyBytes: m.cfg.MaxBodyBytes, KeepAlive: m.cfg.KeepAlive, Logger: m.log,
 		BodyTimeout: m.cfg.BodyTimeout, AdminToken: m.cfg.AdminToken, SeparateMetrics: m.cfg.MetricsAddr != "",

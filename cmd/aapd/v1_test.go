@@ -14,6 +14,7 @@ import (
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/httpapi"
 	v1 "github.com/aapd/aapd/httpapi/v1"
+	v3 "github.com/aapd/aapd/httpapi/v3"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/store/storetest"
 )
@@ -164,7 +165,7 @@ func TestV1CreateRunsTheLastUserMessageAsTheFirstTurn(t *testing.T) {
 		t.Errorf("history = %q, want %q", texts, want)
 	}
 	// The first turn is a turn like any other: one record, completed.
-	var turns httpapi.TurnList
+	var turns v3.TurnList
 	c.do("GET", "/sessions/"+out.SessionID+"/turns", nil).expect(t, http.StatusOK).json(t, &turns)
 	if len(turns.Turns) != 1 || turns.Turns[0].Status != "completed" {
 		t.Errorf("turns = %+v", turns.Turns)
@@ -456,7 +457,7 @@ func TestV1AndV3ShareSessions(t *testing.T) {
 			t.Errorf("%s history: v1 %+v, v3 %+v", typ, inline, want)
 		}
 	}
-	var rec httpapi.SessionRecord
+	var rec v3.SessionRecord
 	c.do("GET", "/sessions/"+fromV1, nil).expect(t, http.StatusOK).json(t, &rec)
 	if len(rec.Tools) != 1 || rec.Tools[0].Name != "get_weather" || !bytes.Equal(rec.Tools[0].Parameters, got.Tools[0].InputSchema) {
 		t.Errorf("v3 tools %+v, v1 tools %+v", rec.Tools, got.Tools)
@@ -519,7 +520,7 @@ func TestV1EndUsersSeeOnlyTheirOwnSessions(t *testing.T) {
 	s := startParallelServer(t)
 	tn := newOwnedTenant(t, s)
 	mine := tn.user1.v1Create(v1Put("", "mine")).SessionID
-	var rec httpapi.SessionRecord
+	var rec v3.SessionRecord
 	tn.key.do("GET", "/sessions/"+mine, nil).expect(t, http.StatusOK).json(t, &rec)
 	if rec.Owner != "user1" {
 		t.Errorf("owner = %q, want user1", rec.Owner)

@@ -12,6 +12,7 @@ import (
 	"github.com/aapd/aapd/agents/echo"
 	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/httpapi/admin"
+	v3 "github.com/aapd/aapd/httpapi/v3"
 	"github.com/aapd/aapd/store/storetest"
 )
 
@@ -23,7 +24,7 @@ func TestAdminOffWithoutToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.New(httpapi.Config{Store: st, Agents: registry, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	api := httpapi.New(httpapi.Config{Store: st, Doors: []httpapi.Door{v3.New(v3.Config{Store: st, Agents: registry})}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Runner: agents.NewRunner(agents.RunnerConfig{Store: st, Agents: registry, Owner: func() int32 { return 0 }})})
 	hs := httptest.NewServer(api)
 	t.Cleanup(func() { hs.Close(); api.Close() })

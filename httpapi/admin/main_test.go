@@ -20,6 +20,7 @@ import (
 	"github.com/aapd/aapd/agents/echo"
 	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/httpapi/admin"
+	v3 "github.com/aapd/aapd/httpapi/v3"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/store/storetest"
 )
@@ -57,9 +58,10 @@ func newFixture(t *testing.T, edit ...func(*admin.Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runner := agents.NewRunner(agents.RunnerConfig{Store: st, Agents: registry, Owner: func() int32 { return 0 }, Logger: logger})
 	api = httpapi.New(httpapi.Config{
-		Store: st, Agents: registry, Logger: logger, Admin: h,
-		Runner: agents.NewRunner(agents.RunnerConfig{Store: st, Agents: registry, Owner: func() int32 { return 0 }, Logger: logger}),
+		Store: st, Logger: logger, Admin: h, Runner: runner,
+		Doors: []httpapi.Door{v3.New(v3.Config{Store: st, Agents: registry, Runner: runner})},
 	})
 	hs := httptest.NewServer(api)
 	t.Cleanup(func() {

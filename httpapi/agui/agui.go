@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -28,6 +27,7 @@ import (
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/auth"
+	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/store"
 )
@@ -55,32 +55,29 @@ type Config struct {
 	Store  *store.Store
 	Agents *agents.Registry
 	Runner *agents.Runner
-	// ReadBody reads a request's body within the server's limits (size,
-	// time), with the server's errors for a body too big or too slow.
-	ReadBody func(http.ResponseWriter, *http.Request) ([]byte, error)
-	// KeepAlive is the idle time after which a stream sends a comment.
-	KeepAlive time.Duration
-	Logger    *slog.Logger
 }
 
 // Handler serves AG-UI runs.
 type Handler struct {
-	cfg Config
+	cfg  Config
+	edge httpapi.Edge
 	// live maps the turn of every run this process streams to a channel
 	// closed once its end has been read, so that the thread's next run can
 	// wait for it (previousRunWait).
 	live sync.Map
 }
 
-// New returns a Handler.
-func New(cfg Config) *Handler {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.KeepAlive <= 0 {
-		cfg.KeepAlive = 15 * time.Second
-	}
-	return &Handler{cfg: cfg}
+// New returns a Handler; it serves once mounted (httpapi.Config.Doors).
+func New(cfg Config) *Handler { return &Handler{cfg: cfg} }
+
+// Path is where AG-UI runs are posted.
+const Path = "/ag-ui/agents/{agent}"
+
+// Mount registers the door's one route: a run changes its thread's session,
+// so it needs sessions:write.
+func (h *Handler) Mount(r *mux.Router, e httpapi.Edge) {
+	h.edge = e
+	r.Handle(Path, e.Guard(auth.ScopeSessionsWrite, h.Run)).Methods(http.MethodPost)
 }
 
 // Run is POST /ag-ui/agents/{agent}. It returns an error, for the server
@@ -89,7 +86,7 @@ func New(cfg Config) *Handler {
 func (h *Handler) Run(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	p, _ := auth.FromContext(ctx)
-	body, err := h.cfg.ReadBody(w, r)
+	body, err := h.edge.ReadBody(w, r)
 	if err != nil {
 		return err
 	}

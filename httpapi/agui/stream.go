@@ -44,7 +44,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, in RunAgentInpu
 		stop aap.StopReason
 	)
 	for {
-		readCtx, cancelRead := context.WithTimeout(ctx, h.cfg.KeepAlive)
+		readCtx, cancelRead := context.WithTimeout(ctx, h.edge.KeepAlive())
 		events, done, err := handle.Events.Read(readCtx, pos)
 		quiet := errors.Is(readCtx.Err(), context.DeadlineExceeded)
 		cancelRead()
@@ -62,7 +62,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, in RunAgentInpu
 			_ = out.write(append(tr.close(), runError(CodeSessionDeleted, "the thread's session was deleted during the run")))
 			return nil
 		case err != nil:
-			h.cfg.Logger.WarnContext(ctx, "AG-UI run: reading the turn's events failed", "at_event", pos, "err", err)
+			h.edge.Logger().WarnContext(ctx, "AG-UI run: reading the turn's events failed", "at_event", pos, "err", err)
 			_ = out.write(append(tr.close(), runError(CodeStreamFailed, "the run's events could not be read to their end; "+
 				"the turn goes on, and its messages reach the thread's session")))
 			return nil
@@ -87,7 +87,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, in RunAgentInpu
 	// whether the turn was cancelled, and why it failed.
 	rec, err := h.cfg.Store.TurnGet(ctx, handle.Turn.TenantID, handle.Turn.SessionID, handle.Turn.ID)
 	if err != nil {
-		h.cfg.Logger.WarnContext(ctx, "AG-UI run: reading the turn's record failed", "err", err)
+		h.edge.Logger().WarnContext(ctx, "AG-UI run: reading the turn's record failed", "err", err)
 	}
 	_ = out.write(tr.finish(stop, rec))
 	return nil

@@ -17,6 +17,8 @@ import (
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/agents/echo"
 	"github.com/aapd/aapd/httpapi"
+	v1 "github.com/aapd/aapd/httpapi/v1"
+	v3 "github.com/aapd/aapd/httpapi/v3"
 	"github.com/aapd/aapd/store/storetest"
 )
 
@@ -48,7 +50,11 @@ func newServer(t *testing.T, edit ...func(*agents.RunnerConfig)) *server {
 	for _, e := range edit {
 		e(&rc)
 	}
-	s := httpapi.New(httpapi.Config{Store: st, Agents: registry, Logger: logger, Runner: agents.NewRunner(rc)})
+	runner := agents.NewRunner(rc)
+	s := httpapi.New(httpapi.Config{Store: st, Logger: logger, Runner: runner, Doors: []httpapi.Door{
+		v3.New(v3.Config{Store: st, Agents: registry, Runner: runner}),
+		v1.New(v1.Config{Sessions: st, Agents: registry, Runner: runner}),
+	}})
 	hs := httptest.NewServer(s)
 	t.Cleanup(func() {
 		hs.Close()

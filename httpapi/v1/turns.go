@@ -8,6 +8,7 @@ import (
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/auth"
+	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/logctx"
 )
 
@@ -42,11 +43,11 @@ func (c *createRequest) UnmarshalJSON(data []byte) error {
 // session's id: in the JSON body (201), or in session_start, the first
 // event of the stream (200).
 func (d *Door) createSession(w http.ResponseWriter, r *http.Request) error {
-	body, err := d.cfg.Host.ReadBody(w, r)
+	body, err := d.edge.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
-	key, hash, err := d.cfg.Host.Idempotency(r, body)
+	key, hash, err := d.edge.Idempotency(r, body)
 	if err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func (d *Door) createSession(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req createRequest
-	if err := d.cfg.Host.Decode(v3, &req); err != nil {
+	if err := d.edge.Decode(v3, &req); err != nil {
 		return err
 	}
 	if err := checkMode(req.Stream); err != nil {
@@ -74,14 +75,14 @@ func (d *Door) createSession(w http.ResponseWriter, r *http.Request) error {
 	h, err := d.cfg.Runner.CreateAndStart(r.Context(), agents.CreateParams{
 		TenantID: p.TenantID, Owner: p.Owner(), Session: seed,
 		First:          aap.TurnRequest{Stream: req.Stream, Messages: req.Messages[n-1:]},
-		IdempotencyKey: key, RequestHash: hash, RequestID: d.cfg.Host.RequestID(r.Context()),
+		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()),
 	})
 	if err != nil {
 		return err
 	}
 	id := h.Turn.SessionID
 	logctx.FromContext(r.Context()).SetSession(id)
-	d.cfg.Host.Started(w, r, h)
+	d.edge.Started(w, r, h)
 	w.Header().Set("Location", Prefix+"/session/"+id)
 	if h.Turn.Stream == aap.StreamNone {
 		resp, err := h.Response(r.Context())
@@ -94,7 +95,7 @@ func (d *Door) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return d.cfg.Host.Stream(w, r, h.Events, &Prelude{Event: EventSessionStart, Data: start})
+	return d.edge.StreamTurn(w, r, h.Events, httpapi.StreamOptions{Prelude: &httpapi.Prelude{Event: EventSessionStart, Data: start}})
 }
 
 // postTurn is POST /v1/session/:id: a turn, exactly as AAP v3's POST
@@ -104,11 +105,11 @@ func (d *Door) postTurn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := d.cfg.Host.ReadBody(w, r)
+	body, err := d.edge.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
-	key, hash, err := d.cfg.Host.Idempotency(r, body)
+	key, hash, err := d.edge.Idempotency(r, body)
 	if err != nil {
 		return err
 	}
@@ -117,7 +118,7 @@ func (d *Door) postTurn(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req aap.TurnRequest
-	if err := d.cfg.Host.Decode(v3, &req); err != nil {
+	if err := d.edge.Decode(v3, &req); err != nil {
 		return err
 	}
 	if err := checkMode(req.Stream); err != nil {
@@ -126,12 +127,12 @@ func (d *Door) postTurn(w http.ResponseWriter, r *http.Request) error {
 	p, _ := auth.FromContext(r.Context())
 	h, err := d.cfg.Runner.Start(r.Context(), agents.StartParams{
 		TenantID: p.TenantID, SessionID: id, Owner: p.Owner(), Request: req,
-		IdempotencyKey: key, RequestHash: hash, RequestID: d.cfg.Host.RequestID(r.Context()),
+		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()),
 	})
 	if err != nil {
 		return err
 	}
-	d.cfg.Host.Started(w, r, h)
+	d.edge.Started(w, r, h)
 	// A replay answers in the mode of the original turn.
 	if h.Turn.Stream == aap.StreamNone {
 		resp, err := h.Response(r.Context())
@@ -140,7 +141,7 @@ func (d *Door) postTurn(w http.ResponseWriter, r *http.Request) error {
 		}
 		return writeJSON(w, http.StatusOK, agentResponse("", resp))
 	}
-	return d.cfg.Host.Stream(w, r, h.Events, nil)
+	return d.edge.StreamTurn(w, r, h.Events, httpapi.StreamOptions{})
 }
 
 // checkMode refuses a stream mode that no agent has, before anything runs.

@@ -1,4 +1,4 @@
-package httpapi
+package v3
 
 import (
 	"encoding/json"
@@ -11,39 +11,40 @@ import (
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/auth"
+	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/store"
 )
 
 // createSession is POST /sessions: validate everything, then store.
-func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
-	key, err := idempotencyKey(r)
+func (d *Door) createSession(w http.ResponseWriter, r *http.Request) error {
+	body, err := d.edge.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
-	body, err := s.readBody(w, r)
+	key, hash, err := d.edge.Idempotency(r, body)
 	if err != nil {
 		return err
 	}
 	var req aap.CreateSessionRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := d.edge.Decode(body, &req); err != nil {
 		return err
 	}
 	if req.Agent.Name == "" {
 		return &aap.Error{Field: "agent.name", Msg: "required"}
 	}
-	agent, ok := s.cfg.Agents.Get(req.Agent.Name)
+	agent, ok := d.cfg.Agents.Get(req.Agent.Name)
 	if !ok {
 		return &aap.Error{Field: "agent.name", Msg: fmt.Sprintf("unknown agent %q (this server has %s)",
-			req.Agent.Name, strings.Join(quote(s.cfg.Agents.Names()), ", "))}
+			req.Agent.Name, strings.Join(quote(d.cfg.Agents.Names()), ", "))}
 	}
 	if err := aap.ValidateCreateSession(req, agent.Info); err != nil {
 		return err
 	}
 	plain, secret := agent.SplitOptions(req.Agent.Options)
-	sess, replayed, err := s.cfg.Runner.CreateSession(r.Context(), store.SessionCreateParams{
-		TenantID:       tenantOf(r),
-		Owner:          ownerOf(r),
+	sess, replayed, err := d.cfg.Runner.CreateSession(r.Context(), store.SessionCreateParams{
+		TenantID:       httpapi.TenantOf(r),
+		Owner:          httpapi.OwnerOf(r),
 		AgentName:      agent.Info.Name,
 		AgentTools:     req.Agent.Tools,
 		Options:        plain,
@@ -52,52 +53,52 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		Messages:       req.Messages,
 		Pending:        aap.PendingFromHistory(req.Messages, req.Tools),
 		IdempotencyKey: key,
-		RequestHash:    requestHash(r, body),
+		RequestHash:    hash,
 	})
 	if err != nil {
 		return err
 	}
 	if replayed {
-		w.Header().Set(ReplayedHeader, "true")
+		w.Header().Set(httpapi.ReplayedHeader, "true")
 	}
 	w.Header().Set("Location", "/sessions/"+sess.ID)
 	logctx.FromContext(r.Context()).SetSession(sess.ID)
-	return writeJSON(w, http.StatusCreated, aap.CreateSessionResponse{SessionID: sess.ID})
+	return httpapi.WriteJSON(w, http.StatusCreated, aap.CreateSessionResponse{SessionID: sess.ID})
 }
 
 // getSession is GET /sessions/:id.
-func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
+func (d *Door) getSession(w http.ResponseWriter, r *http.Request) error {
 	id, err := sessionID(r)
 	if err != nil {
 		return err
 	}
-	sess, err := s.cfg.Store.SessionGetOwned(r.Context(), tenantOf(r), ownerOf(r), id)
+	sess, err := d.cfg.Store.SessionGetOwned(r.Context(), httpapi.TenantOf(r), httpapi.OwnerOf(r), id)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, sessionRecord(sess))
+	return httpapi.WriteJSON(w, http.StatusOK, sessionRecord(sess))
 }
 
 // listSessions is GET /sessions: newest first, paged by an opaque cursor.
 // ?owner= (extension) lists one end user's sessions; an end user's listing
 // is always of their own, and asking for another's is an empty one.
-func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
+func (d *Door) listSessions(w http.ResponseWriter, r *http.Request) error {
 	limit, err := pageLimit(r)
 	if err != nil {
 		return err
 	}
-	owner := ownerOf(r)
+	owner := httpapi.OwnerOf(r)
 	if asked, ok := r.URL.Query()["owner"]; ok {
 		if len(asked) != 1 || !auth.ValidOwner(asked[0]) {
 			return &aap.Error{Field: "owner", Msg: "must be one end user's subject (a token's sub: 1 to 255 bytes, no control characters)"}
 		}
 		if owner != "" && asked[0] != owner {
-			return writeJSON(w, http.StatusOK, SessionList{Sessions: []SessionRecord{}})
+			return httpapi.WriteJSON(w, http.StatusOK, SessionList{Sessions: []SessionRecord{}})
 		}
 		owner = asked[0]
 	}
-	page, err := s.cfg.Store.SessionList(r.Context(), store.SessionListParams{
-		TenantID: tenantOf(r), Owner: owner, After: r.URL.Query().Get("after"), Limit: limit,
+	page, err := d.cfg.Store.SessionList(r.Context(), store.SessionListParams{
+		TenantID: httpapi.TenantOf(r), Owner: owner, After: r.URL.Query().Get("after"), Limit: limit,
 	})
 	if errors.Is(err, store.ErrBadCursor) {
 		return badCursor()
@@ -109,17 +110,17 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	for i, sess := range page.Sessions {
 		out.Sessions[i] = sessionRecord(sess)
 	}
-	return writeJSON(w, http.StatusOK, out)
+	return httpapi.WriteJSON(w, http.StatusOK, out)
 }
 
 // deleteSession is DELETE /sessions/:id. A turn running on the session is
 // stopped; nothing of the session is left.
-func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
+func (d *Door) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	id, err := sessionID(r)
 	if err != nil {
 		return err
 	}
-	if err := s.cfg.Runner.DeleteSession(r.Context(), tenantOf(r), ownerOf(r), id); err != nil {
+	if err := d.cfg.Runner.DeleteSession(r.Context(), httpapi.TenantOf(r), httpapi.OwnerOf(r), id); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -1,9 +1,10 @@
-package httpapi
+package v3
 
 import (
 	"net/http"
 
 	"github.com/aapd/aapd/agents"
+	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/store"
 )
 
@@ -21,12 +22,12 @@ type CompactResponse struct {
 // compactSession is POST /sessions/:id/compact (extension): compact the
 // session's history now with its agent's policy (docs/compaction.md). 409
 // while a turn runs.
-func (s *Server) compactSession(w http.ResponseWriter, r *http.Request) error {
+func (d *Door) compactSession(w http.ResponseWriter, r *http.Request) error {
 	id, err := sessionID(r)
 	if err != nil {
 		return err
 	}
-	out, err := s.cfg.Runner.Compact(r.Context(), agents.CompactParams{TenantID: tenantOf(r), SessionID: id, Owner: ownerOf(r)})
+	out, err := d.cfg.Runner.Compact(r.Context(), agents.CompactParams{TenantID: httpapi.TenantOf(r), SessionID: id, Owner: httpapi.OwnerOf(r)})
 	if err != nil {
 		return err
 	}
@@ -34,7 +35,7 @@ func (s *Server) compactSession(w http.ResponseWriter, r *http.Request) error {
 	if out.Changed {
 		resp.Compaction = &out.Record
 	}
-	return writeJSON(w, http.StatusOK, resp)
+	return httpapi.WriteJSON(w, http.StatusOK, resp)
 }
 
 // CompactionList is the body of GET /sessions/:id/compactions.
@@ -44,7 +45,7 @@ type CompactionList struct {
 
 // listCompactions is GET /sessions/:id/compactions (extension): the
 // session's compactions, newest first (at most ?limit=, default 20).
-func (s *Server) listCompactions(w http.ResponseWriter, r *http.Request) error {
+func (d *Door) listCompactions(w http.ResponseWriter, r *http.Request) error {
 	id, err := sessionID(r)
 	if err != nil {
 		return err
@@ -53,13 +54,13 @@ func (s *Server) listCompactions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	tenant := tenantOf(r)
-	if _, err := s.cfg.Store.SessionGetOwned(r.Context(), tenant, ownerOf(r), id); err != nil {
+	tenant := httpapi.TenantOf(r)
+	if _, err := d.cfg.Store.SessionGetOwned(r.Context(), tenant, httpapi.OwnerOf(r), id); err != nil {
 		return err
 	}
-	list, err := s.cfg.Store.CompactionList(r.Context(), tenant, id, limit)
+	list, err := d.cfg.Store.CompactionList(r.Context(), tenant, id, limit)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, CompactionList{Compactions: list})
+	return httpapi.WriteJSON(w, http.StatusOK, CompactionList{Compactions: list})
 }

@@ -1,7 +1,6 @@
-package httpapi
+package v3
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/agents"
+	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/store"
 )
 
@@ -64,7 +64,7 @@ type SessionEventList struct {
 // every event of every turn of the session, in order, after a cursor: a
 // JSON page, or with Accept: text/event-stream the log followed live,
 // resumable with Last-Event-ID.
-func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) error {
+func (d *Door) sessionEvents(w http.ResponseWriter, r *http.Request) error {
 	id, err := sessionID(r)
 	if err != nil {
 		return err
@@ -77,8 +77,8 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) error {
 	if v := strings.TrimSpace(r.Header.Get("Last-Event-ID")); v != "" {
 		after, field = v, "Last-Event-ID"
 	}
-	p := agents.SessionLogParams{TenantID: tenantOf(r), Owner: ownerOf(r), SessionID: id, After: after, Limit: limit}
-	page, err := s.cfg.Runner.SessionEvents(r.Context(), p)
+	p := agents.SessionLogParams{TenantID: httpapi.TenantOf(r), Owner: httpapi.OwnerOf(r), SessionID: id, After: after, Limit: limit}
+	page, err := d.cfg.Runner.SessionEvents(r.Context(), p)
 	switch {
 	case errors.Is(err, store.ErrBadCursor):
 		return &aap.Error{Field: field, Msg: fmt.Sprintf("%q is not a cursor of this session's event log: pass the id of an event it gave", after)}
@@ -92,13 +92,13 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) error {
 		for i, e := range page.Events {
 			out.Events[i] = SessionEventItem{ID: e.ID, TurnID: e.TurnID, Seq: e.Seq, Event: e.Event.Type, Data: e.Event}
 		}
-		return writeJSON(w, http.StatusOK, out)
+		return httpapi.WriteJSON(w, http.StatusOK, out)
 	}
-	f, err := s.cfg.Runner.FollowSession(p)
+	f, err := d.cfg.Runner.FollowSession(p)
 	if err != nil {
 		return err
 	}
-	return s.streamSessionEvents(w, r, f)
+	return d.edge.StreamSession(w, r, f)
 }
 
 // wantsEventStream reports whether the request asks for Server-Sent Events.
@@ -112,69 +112,6 @@ func wantsEventStream(r *http.Request) bool {
 		}
 	}
 	return false
-}
-
-// streamSessionEvents writes a session's log as it grows until the client
-// goes away, the session is deleted, or the server drains (the client
-// resumes on another replica with Last-Event-ID), with a keep-alive comment
-// whenever the log is quiet for KeepAlive.
-func (s *Server) streamSessionEvents(w http.ResponseWriter, r *http.Request, f *agents.SessionFollower) error {
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	go func() {
-		select {
-		case <-s.drain.streams:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	s.metrics.streams.Inc() // before the headers, as in streamEvents
-	defer s.metrics.streams.Dec()
-	out := startSSE(w)
-	for {
-		readCtx, cancelRead := context.WithTimeout(ctx, s.cfg.KeepAlive)
-		events, err := f.Read(readCtx)
-		quiet := errors.Is(readCtx.Err(), context.DeadlineExceeded)
-		cancelRead()
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil && quiet:
-			if out.comment("keep-alive") != nil {
-				return nil
-			}
-			continue
-		case errors.Is(err, agents.ErrTurnGone):
-			// Deleted while a turn ran: that turn's stream ends as the
-			// per-turn streams end it, and so does the log.
-			gone := f.Gone(aap.TurnError{Type: aap.TurnErrorSessionDeleted, Message: "the session was deleted while the turn ran"})
-			_ = out.namedEvent(gone.ID, gone.Event)
-			_ = out.flush()
-			return nil
-		case errors.Is(err, agents.ErrTurnLost):
-			// A database crash took the running turn's claim: its stream
-			// ends here, and the log goes on without the turn
-			// (docs/durability.md), as does a resume from any of its ids.
-			gone := f.Gone(turnLost)
-			if out.namedEvent(gone.ID, gone.Event) != nil || out.flush() != nil {
-				return nil
-			}
-			continue
-		case err != nil:
-			// The session is gone (deleted between turns), or the log
-			// could not be read: the client resumes, or learns of the 404.
-			s.log.InfoContext(r.Context(), "session event stream ended", "reason", err.Error())
-			return nil
-		}
-		for _, e := range events {
-			if out.namedEvent(e.ID, e.Event) != nil {
-				return nil
-			}
-		}
-		if out.flush() != nil {
-			return nil
-		}
-	}
 }
 
 // eventPageLimit reads the optional ?limit= of the session event log.

@@ -1,4 +1,4 @@
-package httpapi
+package v3
 
 import (
 	"bufio"
@@ -7,13 +7,14 @@ import (
 	"net/http"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/store"
 )
 
 // getHistory is GET /sessions/:id/history?type=full|compacted. The history
 // is written as it is read from the database, so a session of any length is
 // served in constant memory.
-func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
+func (d *Door) getHistory(w http.ResponseWriter, r *http.Request) error {
 	typ := aap.HistoryType(r.URL.Query().Get("type"))
 	if typ != aap.HistoryFull && typ != aap.HistoryCompacted {
 		return &aap.Error{Field: "type", Msg: fmt.Sprintf(`must be "compacted" or "full", not %q`, typ)}
@@ -22,13 +23,13 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	tenant := tenantOf(r)
-	sess, err := s.cfg.Store.SessionGetOwned(r.Context(), tenant, ownerOf(r), id)
+	tenant := httpapi.TenantOf(r)
+	sess, err := d.cfg.Store.SessionGetOwned(r.Context(), tenant, httpapi.OwnerOf(r), id)
 	if err != nil {
 		return err
 	}
-	if agent, ok := s.cfg.Agents.Get(sess.AgentName); !ok || !agent.Info.SupportsHistory(typ) {
-		return probNotFound.with("the session's agent does not serve %s history", typ)
+	if agent, ok := d.cfg.Agents.Get(sess.AgentName); !ok || !agent.Info.SupportsHistory(typ) {
+		return httpapi.NotFound("the session's agent does not serve %s history", typ)
 	}
 
 	// The head is written with the first row, so that a failure before any
@@ -41,7 +42,7 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 		fmt.Fprintf(bw, `{"history":{%q:[`, typ)
 	}
 	n := 0
-	err = s.cfg.Store.HistoryEach(r.Context(), store.HistoryParams{TenantID: tenant, SessionID: id, Type: typ},
+	err = d.cfg.Store.HistoryEach(r.Context(), store.HistoryParams{TenantID: tenant, SessionID: id, Type: typ},
 		func(_ int64, msg json.RawMessage) error {
 			if n == 0 {
 				start()
@@ -57,7 +58,7 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		// Mid-body: the client must not mistake a cut history for a whole one.
-		s.log.ErrorContext(r.Context(), "history cut short", "session", id, "err", err)
+		d.edge.Logger().ErrorContext(r.Context(), "history cut short", "session", id, "err", err)
 		panic(http.ErrAbortHandler)
 	}
 	if n == 0 {

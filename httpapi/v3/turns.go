@@ -1,4 +1,4 @@
-package httpapi
+package v3
 
 import (
 	"errors"
@@ -12,33 +12,30 @@ import (
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/agents"
+	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/store"
 )
-
-// TurnIDHeader carries the id of the turn a POST /sessions/:id/turns
-// started, in every response mode.
-const TurnIDHeader = "Aapd-Turn-Id"
 
 // postTurn is POST /sessions/:id/turns. The turn runs in a worker, not
 // under this request's context: if the client goes away the turn still
 // completes and its messages reach the history. (A stream "none" turn runs
 // on the request's goroutine, which waits for its end anyway.)
-func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) error {
+func (d *Door) postTurn(w http.ResponseWriter, r *http.Request) error {
 	id, err := sessionID(r)
 	if err != nil {
 		return err
 	}
-	key, err := idempotencyKey(r)
+	body, err := d.edge.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
-	body, err := s.readBody(w, r)
+	key, hash, err := d.edge.Idempotency(r, body)
 	if err != nil {
 		return err
 	}
 	var req aap.TurnRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := d.edge.Decode(body, &req); err != nil {
 		return err
 	}
 	switch req.Mode() {
@@ -46,23 +43,19 @@ func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return &aap.Error{Field: "stream", Msg: `unknown stream mode "` + string(req.Stream) + `" (want "none", "delta" or "message")`}
 	}
-	start := s.cfg.Runner.Start
+	start := d.cfg.Runner.Start
 	if req.Mode() == aap.StreamNone {
 		// The request waits for the end anyway: the turn runs on its goroutine.
-		start = s.cfg.Runner.Run
+		start = d.cfg.Runner.Run
 	}
 	h, err := start(r.Context(), agents.StartParams{
-		TenantID: tenantOf(r), SessionID: id, Owner: ownerOf(r), Request: req,
-		IdempotencyKey: key, RequestHash: requestHash(r, body), RequestID: requestIDFrom(r.Context()),
+		TenantID: httpapi.TenantOf(r), SessionID: id, Owner: httpapi.OwnerOf(r), Request: req,
+		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()),
 	})
 	if err != nil {
 		return err
 	}
-	logctx.FromContext(r.Context()).SetTurn(h.Turn.ID)
-	w.Header().Set(TurnIDHeader, h.Turn.ID)
-	if h.Replay {
-		w.Header().Set(ReplayedHeader, "true")
-	}
+	d.edge.Started(w, r, h)
 	// A replay answers in the mode of the original turn: its events are
 	// recorded in that mode.
 	if h.Turn.Stream == aap.StreamNone {
@@ -70,11 +63,11 @@ func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusOK, resp)
+		return httpapi.WriteJSON(w, http.StatusOK, resp)
 	}
 	// A replay only follows the turn: it ends, like any follower, when the
 	// server drains.
-	return s.streamEvents(w, r, h.Events, 0, h.Replay)
+	return d.edge.StreamTurn(w, r, h.Events, httpapi.StreamOptions{Follow: h.Replay})
 }
 
 // TurnInfo is a turn's record as the turn extension endpoints show it.
@@ -119,7 +112,7 @@ type TurnList struct {
 
 // listTurns is GET /sessions/:id/turns (extension): the session's turns,
 // newest first, paged like sessions.
-func (s *Server) listTurns(w http.ResponseWriter, r *http.Request) error {
+func (d *Door) listTurns(w http.ResponseWriter, r *http.Request) error {
 	id, err := sessionID(r)
 	if err != nil {
 		return err
@@ -128,11 +121,11 @@ func (s *Server) listTurns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	tenant := tenantOf(r)
-	if _, err := s.cfg.Store.SessionGetOwned(r.Context(), tenant, ownerOf(r), id); err != nil {
+	tenant := httpapi.TenantOf(r)
+	if _, err := d.cfg.Store.SessionGetOwned(r.Context(), tenant, httpapi.OwnerOf(r), id); err != nil {
 		return err
 	}
-	page, err := s.cfg.Store.TurnList(r.Context(), store.TurnListParams{
+	page, err := d.cfg.Store.TurnList(r.Context(), store.TurnListParams{
 		TenantID: tenant, SessionID: id, After: r.URL.Query().Get("after"), Limit: limit})
 	if errors.Is(err, store.ErrBadCursor) {
 		return badCursor()
@@ -144,36 +137,36 @@ func (s *Server) listTurns(w http.ResponseWriter, r *http.Request) error {
 	for i, t := range page.Turns {
 		out.Turns[i] = turnInfo(t)
 	}
-	return writeJSON(w, http.StatusOK, out)
+	return httpapi.WriteJSON(w, http.StatusOK, out)
 }
 
 // turnRef reads the session and turn of the route, checking that the turn
 // belongs to the tenant's session, and for an end user, that the session is
 // theirs.
-func (s *Server) turnRef(r *http.Request) (store.Turn, error) {
+func (d *Door) turnRef(r *http.Request) (store.Turn, error) {
 	id, err := sessionID(r)
 	if err != nil {
 		return store.Turn{}, err
 	}
 	turnID := mux.Vars(r)["turnId"]
 	if !store.ValidID("turn_", turnID) {
-		return store.Turn{}, probNotFound.with("no such turn")
+		return store.Turn{}, httpapi.NotFound("no such turn")
 	}
 	logctx.FromContext(r.Context()).SetTurn(turnID)
-	t, err := s.cfg.Store.TurnGetOwned(r.Context(), tenantOf(r), ownerOf(r), id, turnID)
+	t, err := d.cfg.Store.TurnGetOwned(r.Context(), httpapi.TenantOf(r), httpapi.OwnerOf(r), id, turnID)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Turn{}, probNotFound.with("no such turn")
+		return store.Turn{}, httpapi.NotFound("no such turn")
 	}
 	return t, err
 }
 
 // getTurn is GET /sessions/:id/turns/:turnId (extension).
-func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.turnRef(r)
+func (d *Door) getTurn(w http.ResponseWriter, r *http.Request) error {
+	t, err := d.turnRef(r)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, turnInfo(t))
+	return httpapi.WriteJSON(w, http.StatusOK, turnInfo(t))
 }
 
 // turnEvents is GET /sessions/:id/turns/:turnId/events (extension): the
@@ -181,8 +174,8 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
 // from whichever process runs the turn. A cursor beyond the turn's log is
 // a 400 (no client was sent such an id); the id of a finished turn's last
 // event is a 204, which tells an EventSource there is nothing more to read.
-func (s *Server) turnEvents(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.turnRef(r)
+func (d *Door) turnEvents(w http.ResponseWriter, r *http.Request) error {
+	t, err := d.turnRef(r)
 	if err != nil {
 		return err
 	}
@@ -198,7 +191,7 @@ func (s *Server) turnEvents(w http.ResponseWriter, r *http.Request) error {
 		after, field = n, c.name
 	}
 	ref := t.Ref()
-	n, finished, err := s.cfg.Runner.LogPosition(r.Context(), ref)
+	n, finished, err := d.cfg.Runner.LogPosition(r.Context(), ref)
 	if err != nil {
 		return err
 	}
@@ -209,7 +202,7 @@ func (s *Server) turnEvents(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	return s.streamEvents(w, r, s.cfg.Runner.Follow(ref), int(after), true)
+	return d.edge.StreamTurn(w, r, d.cfg.Runner.Follow(ref), httpapi.StreamOptions{After: int(after), Follow: true})
 }
 
 // cancelWait is how long POST .../cancel waits for the turn to stop.
@@ -220,35 +213,35 @@ const cancelWait = 10 * time.Second
 // session. It answers with the turn once it has stopped (200), or 202 if it
 // is still stopping after a while. Cancelling a finished turn changes
 // nothing and answers 200.
-func (s *Server) cancelTurn(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.turnRef(r)
+func (d *Door) cancelTurn(w http.ResponseWriter, r *http.Request) error {
+	t, err := d.turnRef(r)
 	if err != nil {
 		return err
 	}
 	ref := t.Ref()
 	if t.Status == store.TurnRunning {
-		if t, err = s.cfg.Store.TurnRequestCancel(r.Context(), ref); err != nil {
+		if t, err = d.cfg.Store.TurnRequestCancel(r.Context(), ref); err != nil {
 			return err
 		}
-		s.cfg.Runner.Cancel(t.ID)
+		d.cfg.Runner.Cancel(t.ID)
 	}
 	deadline := time.Now().Add(cancelWait)
 	for t.Status == store.TurnRunning {
 		// A turn whose process is gone is stopped here and now.
-		if _, err := s.cfg.Store.TurnInterruptIfDead(r.Context(), ref); err != nil {
+		if _, err := d.cfg.Store.TurnInterruptIfDead(r.Context(), ref); err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return writeJSON(w, http.StatusAccepted, turnInfo(t))
+			return httpapi.WriteJSON(w, http.StatusAccepted, turnInfo(t))
 		}
 		select {
 		case <-r.Context().Done():
 			return nil
 		case <-time.After(50 * time.Millisecond):
 		}
-		if t, err = s.cfg.Store.TurnGet(r.Context(), ref.TenantID, ref.SessionID, ref.TurnID); err != nil {
+		if t, err = d.cfg.Store.TurnGet(r.Context(), ref.TenantID, ref.SessionID, ref.TurnID); err != nil {
 			return err
 		}
 	}
-	return writeJSON(w, http.StatusOK, turnInfo(t))
+	return httpapi.WriteJSON(w, http.StatusOK, turnInfo(t))
 }
