@@ -60,10 +60,11 @@ test-citus:
 build:
 	go build -buildvcs=true -o bin/aapd ./cmd/aapd
 
-## lint: gofmt and go vet
+## lint: gofmt, go vet, and every relative link and #anchor of the Markdown files resolves
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "not gofmt'ed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
+	go run ./internal/mdlinks
 
 ## bench: run the benchmarks (see docs/benchmarks.md)
 bench:
