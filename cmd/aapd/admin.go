@@ -16,7 +16,7 @@ import (
 
 // The administration commands (tenants, keys, issuers, limits, usage) call
 // the same admin.Service as the admin HTTP API: one validation, one audit
-// line per change (on stderr, with actor "cli").
+// line per change (on stderr, with actor "cli": the server's JSON line).
 
 func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlagSet("migrate", stderr)
@@ -96,7 +96,7 @@ func (c *adminCmd) service(ctx context.Context) (*admin.Service, error) {
 		return nil, err
 	}
 	c.st = st
-	return admin.NewService(admin.Config{Store: st, Logger: slog.New(slog.NewTextHandler(c.stderr, nil)), Actor: "cli"}), nil
+	return admin.NewService(admin.Config{Store: st, Logger: newLogger(c.stderr, slog.LevelInfo), Actor: "cli"}), nil
 }
 
 func (c *adminCmd) close() {
@@ -106,16 +106,45 @@ func (c *adminCmd) close() {
 }
 
 // cliError turns a refusal of the service into the CLI's: bad input is a
-// usage error (exit 2), anything else exit 1, each one line.
+// usage error (exit 2), anything else exit 1, each one line, naming the
+// flag the user typed where the service names a field of the admin API.
 func cliError(err error) error {
 	var refused *admin.Error
-	if errors.As(err, &refused) {
-		if refused.Kind == admin.Invalid {
-			return &usageError{refused.Error()}
-		}
-		return errors.New(refused.Error())
+	if !errors.As(err, &refused) {
+		return err
 	}
-	return err
+	msg := fieldsAsFlags.Replace(refused.Msg)
+	if f := flagOf(refused.Field); f != "" {
+		msg = f + ": " + msg
+	}
+	if refused.Kind == admin.Invalid {
+		return &usageError{msg}
+	}
+	return errors.New(msg)
+}
+
+// flagOfField names, for each field of the admin API's requests, the CLI's
+// flag that sets it; "" for a positional argument the message names itself
+// (a tenant's name).
+var flagOfField = map[string]string{
+	"name": "", "label": "--name", "scopes": "--scopes", "expiresAt": "--expires-in",
+	"issuer": "--issuer", "audience": "--audience", "jwksUrl": "--jwks-url", "publicKeys": "--public-key",
+	"requestsPerSecond": "--rps", "burst": "--burst", "maxRunningTurns": "--max-running-turns",
+	"from": "--from", "to": "--to",
+}
+
+// fieldsAsFlags rewrites the fields a refusal's text mentions (the camel
+// case ones, which no prose holds) as flags; and a flag has no null.
+var fieldsAsFlags = strings.NewReplacer("requestsPerSecond", "--rps", "maxRunningTurns", "--max-running-turns",
+	"jwksUrl", "--jwks-url", "publicKeys", "--public-key", "expiresAt", "--expires-in", "0 or null:", "0:")
+
+// flagOf is the flag of a refused field: scopes[1] is --scopes.
+func flagOf(field string) string {
+	name, _, _ := strings.Cut(field, "[")
+	if f, ok := flagOfField[name]; ok {
+		return f
+	}
+	return field
 }
 
 // subcommand dispatches a command group's subcommands.

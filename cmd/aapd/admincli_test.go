@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,11 +47,11 @@ func TestCLIKeyScopesAndExpiry(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--scopes", "sessions:read,admin"}, `unknown scope "admin"`},
-		{[]string{"--scopes", ""}, "at least one scope"},
+		{[]string{"--scopes", "sessions:read,admin"}, `--scopes: unknown scope "admin"`},
+		{[]string{"--scopes", ""}, "--scopes: a key needs at least one scope"},
 		{[]string{"--expires-in", "-1h"}, "--expires-in"},
 		{[]string{"--expires-in", "soon"}, "expires-in"},
-		{[]string{"--name", "a\tb"}, "control"},
+		{[]string{"--name", "a\tb"}, "--name: must not hold control characters"},
 	} {
 		aapd(t, append([]string{"keys", "create", "--database-url", db, "--tenant", tenant}, tc.args...)...).failed(t, 2, tc.want)
 	}
@@ -78,7 +81,7 @@ func TestCLITenantsDelete(t *testing.T) {
 		t.Error("the tenant's session is still there")
 	}
 	aapd(t, "tenants", "delete", "--database-url", db, tenant).failed(t, 1, "no tenant named")
-	aapd(t, "tenants", "create", "--database-url", db, "bad name").failed(t, 2, "not a tenant name")
+	aapd(t, "tenants", "create", "--database-url", db, "bad name").failed(t, 2, `"bad name" is not a tenant name`)
 }
 
 func TestCLIIssuers(t *testing.T) {
@@ -110,8 +113,13 @@ func TestCLIIssuers(t *testing.T) {
 	add := []string{"issuers", "add", "--database-url", db, "--tenant", tenant, "--issuer", iss}
 	aapd(t, append(add, "--audience", "app", "--jwks-url", iss+"/other")...).failed(t, 1, "already registered")
 	aapd(t, append(add, "--audience", "x", "--jwks-url", "http://example.com/jwks")...).failed(t, 2, "https")
-	aapd(t, append(add, "--audience", "x")...).failed(t, 2, "jwksUrl")
+	aapd(t, append(add, "--audience", "x")...).failed(t, 2, "--jwks-url: give --jwks-url (where the issuer publishes its keys) or --public-key (PEM)")
 	aapd(t, append(add, "--audience", "x", "--public-key", filepath.Join(t.TempDir(), "none.pem"))...).failed(t, 2, "none.pem")
+	notPEM := filepath.Join(t.TempDir(), "not.pem")
+	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	aapd(t, append(add, "--audience", "x", "--public-key", pemFile, "--public-key", notPEM)...).failed(t, 2, "--public-key "+notPEM+": ")
 
 	aapd(t, "issuers", "remove", "--database-url", db, "--tenant", tenant, byURL).ok(t)
 	aapd(t, "issuers", "remove", "--database-url", db, "--tenant", tenant, byURL).failed(t, 1, byURL)
@@ -134,7 +142,7 @@ func TestCLILimitsAndUsage(t *testing.T) {
 		rows[1][0] != time.Now().UTC().Format(time.DateOnly) || rows[1][1] != "echo" || rows[1][2] != "2" || last[0] != "total" || last[2] != "2" {
 		t.Errorf("usage %v", rows)
 	}
-	aapd(t, "usage", "--database-url", db, "--tenant", tenant, "--from", "last week").failed(t, 2, "from")
+	aapd(t, "usage", "--database-url", db, "--tenant", tenant, "--from", "last week").failed(t, 2, `--from: "last week" is neither`)
 	aapd(t, "usage", "--database-url", db).failed(t, 2, "--tenant")
 
 	// Limits last: they apply at once, to a rate shared with the other
@@ -146,28 +154,71 @@ func TestCLILimitsAndUsage(t *testing.T) {
 	if got := aapd(t, "limits", "show", "--database-url", db, "--tenant", tenant).ok(t).stdout; got != out {
 		t.Errorf("limits show printed %q", got)
 	}
-	aapd(t, "limits", "set", "--database-url", db, "--tenant", tenant, "--rps", "3").failed(t, 2, "burst")
-	aapd(t, "limits", "set", "--database-url", db, "--tenant", tenant, "--max-running-turns", "-1").failed(t, 2, "maxRunningTurns")
+	aapd(t, "limits", "set", "--database-url", db, "--tenant", tenant, "--rps", "3").failed(t, 2, "--burst: must be at least 1 when --rps is set")
+	aapd(t, "limits", "set", "--database-url", db, "--tenant", tenant, "--max-running-turns", "-1").failed(t, 2, "--max-running-turns: must be a whole number from 0 to")
+	aapd(t, "limits", "set", "--database-url", db, "--tenant", tenant, "--rps", "-1").failed(t, 2, "--rps: must be from 0 to")
 
 }
 
-// The CLI's changes are audited like the API's, with actor "cli", and the
-// key is on stdout only.
+// The CLI's changes are audited like the API's, with actor "cli", in the
+// server's JSON lines; the key is on stdout only.
 func TestCLIAuditLines(t *testing.T) {
 	t.Parallel()
 	db := storetest.URL(t)
 	tenant := uniqueName("audited")
-	if r := aapd(t, "tenants", "create", "--database-url", db, tenant).ok(t); !strings.Contains(r.stderr, "msg=audit action=tenant.create actor=cli tenant="+tenant) {
-		t.Errorf("tenants create stderr %q", r.stderr)
+	if audit := auditLine(t, aapd(t, "tenants", "create", "--database-url", db, tenant).ok(t).stderr); audit["action"] != "tenant.create" ||
+		audit["actor"] != "cli" || audit["tenant"] != tenant || audit["level"] != "INFO" {
+		t.Errorf("tenants create audit line %v", audit)
 	}
 	r := aapd(t, "keys", "create", "--database-url", db, "--tenant", tenant).ok(t)
 	key := strings.TrimSpace(r.stdout)
 	id := strings.Split(key, "_")[1]
-	if !strings.Contains(r.stderr, "action=key.create") || !strings.Contains(r.stderr, "target="+id) || strings.Contains(r.stderr, strings.TrimPrefix(key, "aapd_"+id+"_")) {
+	if audit := auditLine(t, r.stderr); audit["action"] != "key.create" || audit["target"] != id || strings.Contains(r.stderr, strings.TrimPrefix(key, "aapd_"+id+"_")) {
 		t.Errorf("keys create stderr %q", r.stderr)
 	}
-	if r := aapd(t, "keys", "revoke", "--database-url", db, id).ok(t); !strings.Contains(r.stderr, "action=key.revoke") {
-		t.Errorf("keys revoke stderr %q", r.stderr)
+	if audit := auditLine(t, aapd(t, "keys", "revoke", "--database-url", db, id).ok(t).stderr); audit["action"] != "key.revoke" {
+		t.Errorf("keys revoke audit line %v", audit)
+	}
+}
+
+// auditLine is the one audit line among a command's stderr lines: a JSON
+// object with "msg":"audit".
+func auditLine(t *testing.T, stderr string) map[string]any {
+	t.Helper()
+	var found []map[string]any
+	for _, line := range strings.Split(stderr, "\n") {
+		var v map[string]any
+		if json.Unmarshal([]byte(line), &v) == nil && v["msg"] == "audit" {
+			found = append(found, v)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d JSON audit lines in %q, want 1", len(found), stderr)
+	}
+	return found[0]
+}
+
+// Where the key went is said: on a terminal it follows; otherwise (a
+// variable, a pipe, a file) stderr says it went there.
+func TestCLIKeysCreateSaysWhereTheKeyWent(t *testing.T) {
+	t.Parallel()
+	db := storetest.URL(t)
+	tenant := uniqueName("piped")
+	aapd(t, "tenants", "create", "--database-url", db, tenant).ok(t)
+	// As export AAPD_KEY=$(aapd keys create ...) runs it: stdout a pipe.
+	cmd := exec.Command(aapdBinary(t), "keys", "create", "--database-url", db, "--tenant", tenant)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("keys create: %v\n%s", err, stderr.String())
+	}
+	if !keyPattern.MatchString(strings.TrimSpace(string(out))) {
+		t.Errorf("stdout %q, want the key", out)
+	}
+	if msg := stderr.String(); !strings.Contains(msg, "the key went to standard output (a pipe, a file or a variable, not this terminal)") ||
+		strings.HasSuffix(strings.TrimSpace(msg), ":") {
+		t.Errorf("stderr %q does not say where the key went", msg)
 	}
 }
 

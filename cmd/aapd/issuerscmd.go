@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -48,6 +49,15 @@ func issuersAdd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer c.close()
 	i, err := svc.AddIssuer(ctx, *c.tenant, req)
+	var refused *admin.Error
+	var n int
+	if errors.As(err, &refused) && refused.Kind == admin.Invalid {
+		// A refused key is named by its file: the service knows it as
+		// publicKeys[n], the nth --public-key.
+		if _, scanErr := fmt.Sscanf(refused.Field, "publicKeys[%d]", &n); scanErr == nil && n >= 0 && n < len(keyFiles) {
+			return &usageError{fmt.Sprintf("--public-key %s: %s", keyFiles[n], refused.Msg)}
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/aapd/aapd/httpapi/admin"
 )
@@ -46,10 +49,22 @@ func keysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if k.ExpiresAt != nil {
 		expiry = "expires " + k.ExpiresAt.Format(time.RFC3339)
 	}
-	fmt.Fprintf(stderr, "created API key %s for tenant %q (scopes %s; %s); it is shown only this once:\n",
-		k.ID, *c.tenant, strings.Join(k.Scopes, ","), expiry)
+	where := "it is shown only this once:"
+	if !isTerminal(stdout) {
+		// export AAPD_KEY=$(aapd keys create ...): the key went into the
+		// variable (or the file, or the pipe), not onto the screen.
+		where = "the key went to standard output (a pipe, a file or a variable, not this terminal); it is shown only this once"
+	}
+	fmt.Fprintf(stderr, "created API key %s for tenant %q (scopes %s; %s); %s\n",
+		k.ID, *c.tenant, strings.Join(k.Scopes, ","), expiry, where)
 	fmt.Fprintln(stdout, k.Secret)
 	return nil
+}
+
+// isTerminal reports whether w is a terminal a person reads.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func keysList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
