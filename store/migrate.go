@@ -45,6 +45,9 @@ func MigrateReporting(ctx context.Context, databaseURL string, progress func(Mig
 	}
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return MigrateResult{}, connectError(&cfg.Config, err)
+	}
 	return migrate(ctx, db, progress)
 }
 
@@ -97,7 +100,7 @@ func CreateDatabase(ctx context.Context, databaseURL string) (bool, error) {
 	cfg.Database = "postgres"
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return false, fmt.Errorf("connect to the server's postgres database: %w", interpretError(err))
+		return false, fmt.Errorf("create database %s: %w", name, connectError(&cfg.Config, err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var exists bool

@@ -67,7 +67,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect to database %s: %w", redactURL(cfg.DatabaseURL), interpretError(err))
+		return nil, connectError(&pcfg.ConnConfig.Config, err)
 	}
 	if err := checkCitusRole(ctx, func(ctx context.Context, query string, dest ...any) error {
 		return pool.QueryRow(ctx, query).Scan(dest...)
@@ -123,6 +123,13 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) (err error) 
 		return err
 	}
 	return interpretError(tx.Commit(ctx))
+}
+
+// CheckDatabaseURL reports what is wrong with a connection URL, without
+// connecting: a mistake in it is the user's, told before any work starts.
+func CheckDatabaseURL(databaseURL string) error {
+	_, err := pgx.ParseConfig(databaseURL)
+	return err
 }
 
 func parseConnConfig(databaseURL string) (*pgx.ConnConfig, error) {

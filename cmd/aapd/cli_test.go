@@ -253,7 +253,7 @@ func TestCLIErrors(t *testing.T) {
 		{"database unreachable: tenants create", []string{"tenants", "create", "--database-url", unreachable, "x"}, 1, "127.0.0.1:1"},
 		{"database unreachable: keys create", []string{"keys", "create", "--database-url", unreachable, "--tenant", "x"}, 1, "127.0.0.1:1"},
 		{"database unreachable: migrate", []string{"migrate", "--database-url", unreachable}, 1, "127.0.0.1:1"},
-		{"database url unparseable", []string{"tenants", "list", "--database-url", "postgres://%zz"}, 1, "database url"},
+		{"database url unparseable", []string{"tenants", "list", "--database-url", "postgres://%zz"}, 2, "--database-url"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/aapd/aapd/store"
 )
 
 // flagSet is a flag.FlagSet whose flags may also come from environment
@@ -121,9 +123,16 @@ func databaseURLFlag(f *flagSet) *string {
 	return u
 }
 
+// requireDatabaseURL refuses a missing or malformed database URL as a
+// usage mistake (exit 2), before anything connects.
 func requireDatabaseURL(u string) error {
 	if u == "" {
-		return &usageError{"no database: set --database-url or $DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/aapd?sslmode=disable)"}
+		return &usageError{"no database: set --database-url or $DATABASE_URL (e.g. " + exampleDatabaseURL + ")"}
+	}
+	if err := store.CheckDatabaseURL(u); err != nil {
+		return &usageError{fmt.Sprintf("--database-url (or $DATABASE_URL): %v (e.g. %s)", err, exampleDatabaseURL)}
 	}
 	return nil
 }
+
+const exampleDatabaseURL = "postgres://postgres@127.0.0.1:5432/aapd?sslmode=disable"

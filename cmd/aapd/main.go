@@ -27,6 +27,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/aapd/aapd/store"
 )
 
 const usage = `aapd: a multi-tenant server for the Agent Application Protocol (AAP v3)
@@ -90,6 +92,19 @@ func exitCode(err error) int {
 
 // run dispatches a command line; stdout carries only a command's result.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return withHint(dispatch(ctx, args, stdout, stderr))
+}
+
+// withHint adds to a failure what the user can do about it, where the
+// failure itself cannot know (the store does not know the CLI's flags).
+func withHint(err error) error {
+	if errors.Is(err, store.ErrNoDatabase) {
+		return fmt.Errorf("%w: `aapd serve --create-database` creates it (make run does), or create it yourself (createdb)", err)
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return &usageError{"no command given"}
@@ -118,8 +133,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	fmt.Fprint(stderr, usage)
-	return &usageError{fmt.Sprintf("unknown command %q", cmd)}
+	return &usageError{fmt.Sprintf("unknown command %q: run \"aapd help\" for the commands", cmd)}
 }
 
 func isHelp(arg string) bool {

@@ -227,12 +227,56 @@ type Main struct {
 	tracing  *tracing
 }
 
-// Start migrates (unless told not to), connects, and starts serving.
+// Start listens, migrates (unless told not to), connects, and starts
+// serving.
 func Start(ctx context.Context, cfg Config, logger *slog.Logger, stderr io.Writer) (*Main, error) {
+	m := &Main{cfg: cfg, log: logger, served: make(chan error, 1)}
+	// The addresses first: a port already taken is told before the
+	// database is created or migrated. Connections wait in the listener's
+	// backlog until the server serves.
+	if err := m.listen(); err != nil {
+		return nil, err
+	}
+	if err := m.open(ctx); err != nil {
+		m.closeListeners()
+		return nil, err
+	}
+	if err := m.start(ctx, stderr); err != nil {
+		m.closeListeners()
+		m.close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// listen opens the server's listeners: --addr, and --metrics-addr when set.
+func (m *Main) listen() (err error) {
+	if m.ln, err = net.Listen("tcp", m.cfg.Addr); err != nil {
+		return fmt.Errorf("listen on %s (--addr): %w", m.cfg.Addr, err)
+	}
+	if err := m.listenMetrics(); err != nil {
+		m.ln.Close()
+		return err
+	}
+	return nil
+}
+
+// closeListeners closes the listeners of a server that did not start.
+func (m *Main) closeListeners() {
+	m.ln.Close()
+	if m.metrics != nil {
+		m.metrics.ln.Close()
+	}
+}
+
+// open creates the database if asked to, migrates it unless told not to,
+// and connects.
+func (m *Main) open(ctx context.Context) error {
+	cfg, logger := m.cfg, m.log
 	if cfg.CreateDatabase {
 		created, err := store.CreateDatabase(ctx, cfg.DatabaseURL)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if created {
 			logger.Info("database created")
@@ -243,7 +287,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, stderr io.Write
 			logger.Info("migration applied", "migration", m.Name, "duration_ms", m.Duration.Milliseconds())
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		logger.Info("database migrated", "applied", len(res.Applied), "version", res.Version)
 	}
@@ -253,23 +297,19 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, stderr io.Write
 	}
 	traces, err := openTracing(ctx, cfg.TracerProvider, logger)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	st, err := store.Open(ctx, store.Config{DatabaseURL: cfg.DatabaseURL, EncryptionKey: cfg.EncryptionKey, MaxConns: int32(conns),
 		TracerProvider: traces.provider})
 	if err != nil {
 		_ = traces.shutdown(ctx)
-		return nil, err
+		return err
 	}
 	if st.KeyFromDatabase() {
 		logger.Warn("no encryption key configured: secret options are sealed with a key kept in the database; set AAPD_ENCRYPTION_KEY in production")
 	}
-	m := &Main{cfg: cfg, log: logger, Store: st, served: make(chan error, 1), tracing: traces}
-	if err := m.start(ctx, stderr); err != nil {
-		m.close()
-		return nil, err
-	}
-	return m, nil
+	m.Store, m.tracing = st, traces
+	return nil
 }
 
 func (m *Main) start(ctx context.Context, stderr io.Writer) error {
@@ -332,13 +372,6 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 		if err := m.devKey(ctx, stderr); err != nil {
 			return err
 		}
-	}
-	if m.ln, err = net.Listen("tcp", m.cfg.Addr); err != nil {
-		return fmt.Errorf("listen on %s: %w", m.cfg.Addr, err)
-	}
-	if err := m.listenMetrics(); err != nil {
-		m.ln.Close()
-		return err
 	}
 	m.http = m.cfg.Edge.server(httpapi.Traced(m.API, m.tracing.provider), m.log)
 	go func() { m.served <- m.http.Serve(m.ln) }()

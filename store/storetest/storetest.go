@@ -332,3 +332,25 @@ func Exec(t testing.TB, dbURL, sql string, args ...any) {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
+
+// MissingDatabase returns the URL of a database the test server does not
+// have, for tests of what aapd does then, and a func reporting whether it
+// exists by now. Should the test create it, it is dropped when the test
+// ends.
+func MissingDatabase(t testing.TB) (u string, exists func() bool) {
+	t.Helper()
+	if serverURL == "" {
+		t.Fatal("storetest: call storetest.Main from the package's TestMain")
+	}
+	name := fmt.Sprintf("%s%d_%s_missing", dbPrefix, time.Now().Unix(), randomHex(4))
+	u, err := withDatabase(serverURL, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dropDatabase(context.Background(), serverURL, name) })
+	return u, func() bool {
+		var n int
+		Scan(t, serverURL, `SELECT count(*) FROM pg_database WHERE datname = $1`, []any{name}, &n)
+		return n == 1
+	}
+}
