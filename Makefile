@@ -11,9 +11,15 @@ LOCAL_TEST_DATABASE_URL = postgres://postgres@127.0.0.1:5432/postgres?sslmode=di
 
 .PHONY: run test test-citus build lint bench
 
-## run: start the server on $(ADDR) with the echo agent, creating and migrating the database, printing a dev API key
-run:
-	DATABASE_URL='$(DATABASE_URL)' go run ./cmd/aapd serve --addr '$(ADDR)' --create-database --dev
+# Where make build (and so make run) puts the binary.
+BIN ?= bin/aapd
+
+## run: build, then start the server on $(ADDR) with the echo agent, creating and migrating the database, printing a dev API key; Ctrl-C stops it
+# Not go run: it records no VCS revision (aapd_build_info), and it exits 1
+# on Ctrl-C whatever the server does. exec: the shell would end by the
+# Ctrl-C too, however cleanly the server stopped.
+run: build
+	DATABASE_URL='$(DATABASE_URL)' exec '$(BIN)' serve --addr '$(ADDR)' --create-database --dev
 
 ## test: vet and run every test with the race detector against real Postgres
 test:
@@ -56,9 +62,14 @@ test-citus:
 	$(MAKE) --no-print-directory interop-deps
 	TEST_DATABASE_URL="$$CITUS_URL" go test -race -count=1 -timeout 15m ./store/... ./cmd/aapd/...
 
-## build: build bin/aapd
+# The VCS revision make build stamps into the binary, with -modified when
+# the tree has changes. The Go toolchain records it too, but only from a
+# .git directory: not in a git worktree (.git a file), nor for go run.
+REVISION = $(shell r=$$(git rev-parse HEAD 2>/dev/null) && { test -z "$$(git status --porcelain 2>/dev/null)" || r=$$r-modified; echo $$r; })
+
+## build: build bin/aapd, stamped with its VCS revision
 build:
-	go build -buildvcs=true -o bin/aapd ./cmd/aapd
+	go build -buildvcs=true -ldflags '-X main.revision=$(REVISION)' -o '$(BIN)' ./cmd/aapd
 
 ## lint: gofmt, go vet, and every relative link and #anchor of the Markdown files resolves
 lint:

@@ -63,7 +63,7 @@ the environment variable shown in its help (DATABASE_URL, AAPD_ADDR, ...).
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
@@ -71,6 +71,38 @@ func main() {
 			fmt.Fprintln(os.Stderr, "aapd:", err)
 		}
 		os.Exit(exitCode(err))
+	}
+}
+
+// stopSignal is the cause of a context that a signal ended: serve tells an
+// operator's SIGTERM from a person's Ctrl-C (SIGINT) by it.
+type stopSignal struct{ os.Signal }
+
+func (s stopSignal) Error() string { return s.String() + " signal received" }
+
+// interrupted reports whether ctx ended by an interrupt: Ctrl-C in a
+// terminal.
+func interrupted(ctx context.Context) bool {
+	var s stopSignal
+	return errors.As(context.Cause(ctx), &s) && s.Signal == os.Interrupt
+}
+
+// notifyContext is signal.NotifyContext, whose cause is the stopSignal
+// received. Its goroutine ends with the context: on the signal, or at stop.
+func notifyContext(parent context.Context, signals ...os.Signal) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, signals...)
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(stopSignal{s})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		cancel(nil)
 	}
 }
 

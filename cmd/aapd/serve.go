@@ -187,6 +187,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	<-ctx.Done()
+	if interrupted(ctx) {
+		return m.Interrupt()
+	}
 	return m.Shutdown()
 }
 
@@ -420,17 +423,25 @@ func (m *Main) devKey(ctx context.Context, stderr io.Writer) error {
 
 // Shutdown stops accepting requests, lets running turns finish within the
 // drain timeout, interrupts the rest (their streams end with turn_stop
-// "error"), then closes everything.
-func (m *Main) Shutdown() error {
-	m.log.Info("shutting down", "shutdown_delay", m.cfg.ShutdownDelay.String(), "drain_timeout", m.cfg.DrainTimeout.String(),
+// "error"), then closes everything. It first keeps serving for the
+// shutdown delay with readiness failing, for load balancers (SIGTERM).
+func (m *Main) Shutdown() error { return m.shutdown(m.cfg.ShutdownDelay) }
+
+// Interrupt is Shutdown without the shutdown delay, for Ctrl-C (SIGINT):
+// a person at a terminal wants the server gone, and no load balancer
+// waits on it. An idle server stops at once; running turns still drain.
+func (m *Main) Interrupt() error { return m.shutdown(0) }
+
+func (m *Main) shutdown(delay time.Duration) error {
+	m.log.Info("shutting down", "shutdown_delay", delay.String(), "drain_timeout", m.cfg.DrainTimeout.String(),
 		"running_turns", m.Runner.Running())
 	// Readiness fails at once; the listener keeps serving for a moment, so
 	// that load balancers see it and send new requests elsewhere. Without
 	// keep-alives, clients reconnect (elsewhere) for their next request.
 	m.API.BeginDrain()
-	if m.cfg.ShutdownDelay > 0 {
+	if delay > 0 {
 		m.http.SetKeepAlivesEnabled(false)
-		time.Sleep(m.cfg.ShutdownDelay)
+		time.Sleep(delay)
 	}
 	// Streams that only follow a turn end where they are (their clients
 	// resume on another replica); streams of turns running here go on

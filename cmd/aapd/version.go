@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"strings"
 
 	"github.com/aapd/aapd/httpapi"
 )
@@ -32,7 +33,8 @@ func readBuildVersion() buildVersion {
 		v.Version = version
 	}
 	if revision != "" {
-		v.Revision = revision
+		// make build stamps a tree with changes as REVISION-modified.
+		v.Revision, v.Modified = strings.CutSuffix(revision, "-modified")
 	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
