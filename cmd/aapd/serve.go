@@ -387,7 +387,8 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 func (m *Main) Addr() string { return m.ln.Addr().String() }
 
 // devKey makes sure the "dev" tenant exists and prints a new key for it,
-// revoking the keys earlier dev starts printed.
+// revoking the keys earlier dev starts printed, and says so: a shell that
+// exported the last one needs this one (docs/operations.md, "Dev mode").
 func (m *Main) devKey(ctx context.Context, stderr io.Writer) error {
 	svc := admin.NewService(admin.Config{Store: m.Store, Logger: m.log, Actor: "dev-mode", Notify: m.API.Notify})
 	if _, err := m.Store.TenantGetByName(ctx, "dev"); errors.Is(err, store.ErrNotFound) {
@@ -397,6 +398,7 @@ func (m *Main) devKey(ctx context.Context, stderr io.Writer) error {
 	} else if err != nil {
 		return err
 	}
+	var revoked []string
 	for cursor := ""; ; {
 		page, err := svc.ListKeys(ctx, "dev", cursor, admin.MaxPageLimit)
 		if err != nil {
@@ -407,6 +409,7 @@ func (m *Main) devKey(ctx context.Context, stderr io.Writer) error {
 				if _, err := svc.RevokeKey(ctx, "dev", k.ID); err != nil {
 					return err
 				}
+				revoked = append(revoked, k.Prefix+"…")
 			}
 		}
 		if cursor = page.NextCursor; cursor == "" {
@@ -418,6 +421,10 @@ func (m *Main) devKey(ctx context.Context, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "\ndev mode: tenant \"dev\", API key (valid until the next dev start):\n\n    export AAPD_KEY=%s\n\n", key.Secret)
+	if len(revoked) > 0 {
+		fmt.Fprintf(stderr, "The key of the previous dev start (%s) no longer works: export this one where you used it.\n\n",
+			strings.Join(revoked, ", "))
+	}
 	return nil
 }
 
