@@ -3,6 +3,7 @@ package aap
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -30,6 +31,9 @@ type CreateSessionRequest struct {
 	Agent    AgentConfig `json:"agent"`
 	Messages []Message   `json:"messages,omitempty"`
 	Tools    []ToolSpec  `json:"tools,omitempty"`
+	// unknown is the members of the decoded body a create-session request
+	// does not have: ignored, but named if the request is refused.
+	unknown unknownMembers
 }
 
 // UnmarshalJSON decodes the body so that errors name the offending element.
@@ -39,12 +43,13 @@ func (r *CreateSessionRequest) UnmarshalJSON(data []byte) error {
 		Messages json.RawMessage `json:"messages"`
 		Tools    json.RawMessage `json:"tools"`
 	}
-	if err := strictObject(data, &raw); err != nil {
+	unknown, err := decodeMembers(data, &raw)
+	if err != nil {
 		return err
 	}
-	*r = CreateSessionRequest{}
+	*r = CreateSessionRequest{unknown: unknown}
 	if len(raw.Agent) == 0 || string(raw.Agent) == "null" {
-		return fmt.Errorf(`"agent" is required`)
+		return unknown.explain(errors.New(`"agent" is required`), "a create-session request", &CreateSessionRequest{})
 	}
 	if err := decodeAgent(raw.Agent, &r.Agent); err != nil {
 		return err
@@ -62,6 +67,9 @@ type TurnRequest struct {
 	Messages []Message       `json:"messages"`
 	// Tools replaces the session's client tools when non-nil.
 	Tools []ToolSpec `json:"tools,omitempty"`
+	// unknown is the members of the decoded body a turn request does not
+	// have: ignored, but named if the request is refused (members.go).
+	unknown unknownMembers
 }
 
 // UnmarshalJSON decodes the body so that errors name the offending element.
@@ -72,10 +80,11 @@ func (r *TurnRequest) UnmarshalJSON(data []byte) (err error) {
 		Messages json.RawMessage `json:"messages"`
 		Tools    json.RawMessage `json:"tools"`
 	}
-	if err := strictObject(data, &raw); err != nil {
+	unknown, err := decodeMembers(data, &raw)
+	if err != nil {
 		return err
 	}
-	*r = TurnRequest{}
+	*r = TurnRequest{unknown: unknown}
 	if len(raw.Agent) > 0 && string(raw.Agent) != "null" {
 		var a struct {
 			Name    json.RawMessage `json:"name"`

@@ -25,8 +25,13 @@ func errorf(field, format string, args ...any) *Error {
 }
 
 // ValidateCreateSession checks a POST /sessions body against the agent it
-// names. The caller has already resolved r.Agent.Name to agent.
+// names. The caller has already resolved r.Agent.Name to agent. A refusal
+// names the members of the body a create-session request does not have.
 func ValidateCreateSession(r CreateSessionRequest, agent AgentInfo) error {
+	return r.unknown.explain(validateCreateSession(r, agent), "a create-session request", &CreateSessionRequest{})
+}
+
+func validateCreateSession(r CreateSessionRequest, agent AgentInfo) error {
 	if err := validateToolRefs("agent.tools", r.Agent.Tools, agent); err != nil {
 		return err
 	}
@@ -42,7 +47,13 @@ func ValidateCreateSession(r CreateSessionRequest, agent AgentInfo) error {
 // ValidateTurn checks the parts of a POST /sessions/:id/turns body that do
 // not depend on the session's pending tool calls (see ResolveToolCalls):
 // agent is the session's agent, and serverTools its currently enabled tools.
+// A refusal names the members of the body a turn request does not have
+// ({"message": ...}: did you mean "messages"?).
 func ValidateTurn(r TurnRequest, agentName string, serverTools []ServerToolRef, agent AgentInfo) error {
+	return r.unknown.explain(validateTurn(r, agentName, serverTools, agent), "a turn request", &TurnRequest{})
+}
+
+func validateTurn(r TurnRequest, agentName string, serverTools []ServerToolRef, agent AgentInfo) error {
 	switch r.Mode() {
 	case StreamNone, StreamDelta, StreamMessage:
 		if !agent.SupportsStream(r.Mode()) {

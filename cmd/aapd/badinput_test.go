@@ -94,6 +94,8 @@ func TestBadInputs(t *testing.T) {
 	cases := []badCase{
 		// ---- POST /sessions: the body is not the JSON object it must be.
 		{name: "malformed JSON", method: "POST", path: "/sessions", body: `{"agent":`, status: bad, slug: invalid, detail: "malformed JSON"},
+		{name: "a misspelt member is named", method: "POST", path: "/sessions", body: `{"agnet":{"name":"echo"}}`, status: bad, slug: invalid,
+			detail: `"agent" is required; the body's member "agnet" (did you mean "agent"?) is not one of a create-session request's`},
 		{name: "malformed JSON inside", method: "POST", path: "/sessions", body: `{"agent":{"name":"echo",}}`, status: bad, slug: invalid},
 		{name: "trailing garbage", method: "POST", path: "/sessions", body: `{"agent":{"name":"echo"}} {"x":1}`, status: bad, slug: invalid},
 		{name: "trailing text", method: "POST", path: "/sessions", body: `{"agent":{"name":"echo"}}garbage`, status: bad, slug: invalid},
@@ -169,6 +171,8 @@ func TestBadInputs(t *testing.T) {
 		{name: "turn: array instead of object", method: "POST", path: "/sessions/{sid}/turns", body: `[{"role":"user","content":"hi"}]`, status: bad, slug: invalid},
 		{name: "turn: empty body", method: "POST", path: "/sessions/{sid}/turns", body: ``, status: bad, slug: invalid},
 		{name: "turn: oversized body", method: "POST", path: "/sessions/{sid}/turns", body: bigTurn, status: http.StatusRequestEntityTooLarge, slug: "payload-too-large"},
+		{name: "turn: a misspelt member is named", method: "POST", path: "/sessions/{sid}/turns", body: `{"message":"hi"}`, status: bad, slug: invalid,
+			field: "messages", detail: `the body's member "message" (did you mean "messages"?) is not one of a turn request's`},
 		{name: "turn: stream a number", method: "POST", path: "/sessions/{sid}/turns", body: turn("stream", 1), status: bad, slug: invalid, detail: "stream"},
 		{name: "turn: stream a boolean", method: "POST", path: "/sessions/{sid}/turns", body: turn("stream", true), status: bad, slug: invalid, detail: "stream"},
 		{name: "turn: unknown stream mode", method: "POST", path: "/sessions/{sid}/turns", body: turn("stream", "fast"), status: bad, slug: invalid, field: "stream", detail: "fast"},
@@ -293,5 +297,19 @@ func TestBadInputs(t *testing.T) {
 		len(stored.AgentTools) != 1 || stored.AgentTools[0] != (aap.ServerToolRef{Name: "clock", Trust: true}) ||
 		len(stored.ClientTools) != 1 || stored.ClientTools[0].Name != "lookup" {
 		t.Errorf("refused turns changed the session: %+v", stored)
+	}
+}
+
+// A turn request may carry members the specification does not name (a
+// client's extensions): they are ignored, and the turn runs.
+func TestTurnRequestMembersTheSpecDoesNotNameAreIgnored(t *testing.T) {
+	t.Parallel()
+	c := startParallelServer(t).newTenant(t)
+	sid := c.echoSession(nil)
+	r := c.do("POST", "/sessions/"+sid+"/turns", `{"messages":[{"role":"user","content":"hi"}],"x-client":{"trace":"abc"}}`).expect(t, http.StatusOK)
+	var resp aap.TurnResponse
+	r.json(t, &resp)
+	if resp.StopReason != aap.StopEndTurn {
+		t.Errorf("stop reason %q, want end_turn", resp.StopReason)
 	}
 }
