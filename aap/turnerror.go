@@ -24,6 +24,10 @@ const (
 	TurnErrorStorage = "storage_error"
 	// TurnErrorSessionDeleted: the session was deleted while the turn ran.
 	TurnErrorSessionDeleted = "session_deleted"
+	// TurnErrorAttemptsExhausted: a background turn's process stopped
+	// before it finished as often as a turn may be begun
+	// (--turn-max-attempts); what it had committed is kept.
+	TurnErrorAttemptsExhausted = "attempts_exhausted"
 	// TurnErrorInternal: anything else; the server's log has the details.
 	TurnErrorInternal = "internal"
 )

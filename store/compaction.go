@@ -104,14 +104,17 @@ func (s *Store) CompactionApply(ctx context.Context, p CompactionApplyParams) (C
 			running      string
 			leaseExpires *time.Time
 			leaseOwner   *int32
+			background   bool
 		)
 		if err := tx.QueryRow(ctx, `
-			SELECT compaction_version, coalesce(active_turn_id, ''), lease_expires_at, lease_owner
+			SELECT compaction_version, coalesce(active_turn_id, ''), lease_expires_at, lease_owner, `+activeBackgroundSQL+`
 			FROM sessions WHERE tenant_id = $1 AND id = $2 FOR UPDATE`,
-			p.TenantID, p.SessionID).Scan(&version, &running, &leaseExpires, &leaseOwner); err != nil {
+			p.TenantID, p.SessionID).Scan(&version, &running, &leaseExpires, &leaseOwner, &background); err != nil {
 			return interpretError(err)
 		}
-		if running != "" {
+		// A background turn's claim holds until the turn ends: whoever
+		// resumes it goes on from the history as it left it.
+		if running != "" && !background {
 			expired, dead, err := claimState(ctx, tx, leaseExpires, leaseOwner)
 			if err != nil {
 				return err

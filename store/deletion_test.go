@@ -57,7 +57,7 @@ func populatedSession(t *testing.T, st *store.Store, tenantID string) string {
 		t.Fatal(err)
 	}
 	second := begin("two")
-	if ok, err := st.TurnEventsAppend(ctx, second.Turn.Ref(), 1, []aap.Event{aap.TurnStart()}); !ok || err != nil {
+	if ok, err := st.TurnEventsAppend(ctx, second.Turn.Ref(), 1, 1, []aap.Event{aap.TurnStart()}); !ok || err != nil {
 		t.Fatalf("record events: %v, %v", ok, err)
 	}
 	return sess.ID

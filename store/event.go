@@ -27,9 +27,11 @@ type TurnRef struct {
 // numbered first (the ids are consecutive). Recording a batch again, or a
 // longer batch from the same first id, is safe: the longer one wins. It
 // reports false, recording nothing, once the turn is no longer running
-// (finished, taken over, or deleted with its session): what it had not
-// recorded by then is not part of its log.
-func (s *Store) TurnEventsAppend(ctx context.Context, ref TurnRef, first int, events []aap.Event) (bool, error) {
+// (finished, taken over, resumed by another attempt, or deleted with its
+// session): what it had not recorded by then is not part of its log.
+// attempt is the turn's attempt that records (0 is taken as 1, as in
+// TurnStepParams).
+func (s *Store) TurnEventsAppend(ctx context.Context, ref TurnRef, attempt, first int, events []aap.Event) (bool, error) {
 	if len(events) == 0 {
 		return true, nil
 	}
@@ -42,10 +44,11 @@ func (s *Store) TurnEventsAppend(ctx context.Context, ref TurnRef, first int, ev
 	tag, err := s.pool.Exec(ctx, `
 		INSERT INTO turn_event_batches (tenant_id, session_id, turn_id, first_seq, last_seq, events)
 		SELECT $1, $2, $3, $4, $5, $6::json
-		WHERE EXISTS (SELECT 1 FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' FOR SHARE)
+		WHERE EXISTS (SELECT 1 FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running'
+		                AND attempts = $7 FOR SHARE)
 		ON CONFLICT (tenant_id, session_id, turn_id, first_seq)
 		DO UPDATE SET last_seq = EXCLUDED.last_seq, events = EXCLUDED.events`,
-		ref.TenantID, ref.SessionID, ref.TurnID, first, first+len(events)-1, data)
+		ref.TenantID, ref.SessionID, ref.TurnID, first, first+len(events)-1, data, max(attempt, 1))
 	if err != nil {
 		return false, fmt.Errorf("record events of turn %s: %w", ref.TurnID, writeError(err))
 	}
@@ -130,13 +133,28 @@ func (s *Store) TurnEventsAfter(ctx context.Context, ref TurnRef, after int64) (
 const interruptedError = "the process running the turn stopped before it finished"
 
 // queueInterrupt queues the statements that record a running turn as
-// interrupted and end its log: its recorded batches folded, then turn_stop
-// "error" with the next id — after every id a client can have been sent,
-// since a process sends only what it has recorded. A turn that recorded
-// nothing gets turn_start (id 1, which a process sends at once) before it.
-// The turn's row is locked first, so a batch being recorded is waited for
-// and included.
+// interrupted and end its log (queueEnd).
 func queueInterrupt(b *pgx.Batch, ref TurnRef) {
+	queueEnd(b, ref, TurnInterrupted, aap.TurnStopError(aap.TurnError{Type: aap.TurnErrorInterrupted, Message: interruptedError}))
+}
+
+// queueEnd queues the statements that end a running turn that no worker
+// will end (its process died, or it never ran): its status, and its log
+// with its recorded batches folded, then stop (turn_stop) with the next id —
+// after every id a client can have been sent, since a process sends only
+// what it has recorded. A turn that recorded nothing gets turn_start (id 1,
+// which a process sends at once) before it. The turn's row is locked
+// first, so a batch being recorded is waited for and included.
+func queueEnd(b *pgx.Batch, ref TurnRef, status TurnStatus, stop aap.Event) {
+	stopEntry, err := encodeEvents([]aap.Event{stop})
+	if err != nil {
+		// A turn_stop always encodes; should it not, the log ends without it.
+		stopEntry = "[]"
+	}
+	var errType, errMsg string
+	if stop.Error != nil {
+		errType, errMsg = stop.Error.Type, PgText(stop.Error.Message)
+	}
 	b.Queue(`SELECT 1 FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3 FOR UPDATE`,
 		ref.TenantID, ref.SessionID, ref.TurnID)
 	b.Queue(`
@@ -147,13 +165,12 @@ func queueInterrupt(b *pgx.Batch, ref TurnRef) {
 			SELECT x.e, b.first_seq AS o1, x.o AS o2
 			FROM batches b, json_array_elements(b.events) WITH ORDINALITY AS x(e, o)
 			UNION ALL SELECT '{"t":"turn_start","d":{}}'::json, 0, 0 WHERE NOT EXISTS (SELECT 1 FROM batches)
-			UNION ALL SELECT json_build_object('t', 'turn_stop', 'd', json_build_object('stopReason', 'error',
-				'error', json_build_object('type', $5::text, 'message', $4::text))), 2147483647, 0
+			UNION ALL SELECT x.e, 2147483647, x.o FROM json_array_elements($4::json) WITH ORDINALITY AS x(e, o)
 		)
-		UPDATE turns SET status = 'interrupted', stop_reason = 'error', finished_at = now(), error = $4, error_type = $5,
+		UPDATE turns SET status = $5, stop_reason = $6, finished_at = now(), error = nullif($7, ''), error_type = nullif($8, ''),
 			events = (SELECT json_agg(e ORDER BY o1, o2) FROM entries)
 		WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running'`,
-		ref.TenantID, ref.SessionID, ref.TurnID, interruptedError, aap.TurnErrorInterrupted)
+		ref.TenantID, ref.SessionID, ref.TurnID, stopEntry, status, stop.StopReason, errMsg, errType)
 }
 
 // turnClaimSQL reads, for a running turn ($1 tenant, $2 session, $3 turn),
@@ -162,12 +179,13 @@ func queueInterrupt(b *pgx.Batch, ref TurnRef) {
 const turnClaimSQL = `
 	SELECT coalesce(s.active_turn_id, ''), s.lease_expires_at, t.owner
 	FROM sessions s JOIN turns t ON t.tenant_id = s.tenant_id AND t.session_id = s.id
-	WHERE s.tenant_id = $1 AND s.id = $2 AND t.id = $3 AND t.status = 'running'`
+	WHERE s.tenant_id = $1 AND s.id = $2 AND t.id = $3 AND t.status = 'running' AND NOT t.background`
 
 // turnDead says why a running turn can no longer finish by itself — its
 // session is claimed by another turn, its claim expired, or the process
 // that runs it no longer holds its instance lock — or "" when it can, or is
-// not running. lock takes the session's row lock as it reads.
+// not running. A background turn always can: another process resumes it
+// (TurnAdopt). lock takes the session's row lock as it reads.
 func turnDead(ctx context.Context, db dbtx, ref TurnRef, lock bool) (string, error) {
 	q := turnClaimSQL
 	if lock {

@@ -26,6 +26,9 @@ type TenantLimits struct {
 	RequestsPerSecond float64
 	Burst             int
 	MaxRunningTurns   int
+	// MaxQueuedTurns bounds the tenant's background turns waiting for a
+	// worker, across every process (docs/background.md).
+	MaxQueuedTurns int
 }
 
 // LimitsChangedChannel is the notification channel on which the id of a
@@ -33,11 +36,12 @@ type TenantLimits struct {
 // them at once.
 const LimitsChangedChannel = "aapd_limits_changed"
 
-const tenantColumns = `id::text, name, created_at, coalesce(requests_per_second, 0), coalesce(burst, 0), coalesce(max_running_turns, 0)`
+const tenantColumns = `id::text, name, created_at, coalesce(requests_per_second, 0), coalesce(burst, 0), coalesce(max_running_turns, 0),
+	coalesce(max_queued_turns, 0)`
 
 func scanTenant(row interface{ Scan(...any) error }) (Tenant, error) {
 	var t Tenant
-	err := row.Scan(&t.ID, &t.Name, &t.CreatedAt, &t.Limits.RequestsPerSecond, &t.Limits.Burst, &t.Limits.MaxRunningTurns)
+	err := row.Scan(&t.ID, &t.Name, &t.CreatedAt, &t.Limits.RequestsPerSecond, &t.Limits.Burst, &t.Limits.MaxRunningTurns, &t.Limits.MaxQueuedTurns)
 	return t, interpretError(err)
 }
 
@@ -131,8 +135,9 @@ func (s *Store) TenantSetLimits(ctx context.Context, id string, l TenantLimits) 
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		t, err = scanTenant(tx.QueryRow(ctx, `
-			UPDATE tenants SET requests_per_second = nullif($2, 0::float8), burst = nullif($3, 0), max_running_turns = nullif($4, 0)
-			WHERE id = $1 RETURNING `+tenantColumns, id, l.RequestsPerSecond, l.Burst, l.MaxRunningTurns))
+			UPDATE tenants SET requests_per_second = nullif($2, 0::float8), burst = nullif($3, 0), max_running_turns = nullif($4, 0),
+				max_queued_turns = nullif($5, 0)
+			WHERE id = $1 RETURNING `+tenantColumns, id, l.RequestsPerSecond, l.Burst, l.MaxRunningTurns, l.MaxQueuedTurns))
 		if err != nil {
 			return err
 		}

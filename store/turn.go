@@ -26,7 +26,15 @@ const (
 	TurnFailed      TurnStatus = "failed"
 	TurnInterrupted TurnStatus = "interrupted"
 	TurnCancelled   TurnStatus = "cancelled"
+	// TurnQueued is a background turn waiting for a worker. It holds its
+	// session as a running turn does (the database keeps it "running");
+	// only its record says queued, until a worker begins it.
+	TurnQueued TurnStatus = "queued"
 )
+
+// Ended reports whether the turn has ended: it is neither running nor
+// queued.
+func (s TurnStatus) Ended() bool { return s != TurnRunning && s != TurnQueued }
 
 // ErrOutcomeUnknown: a write was sent but its answer was lost (the
 // connection broke while it committed): it may or may not have landed.
@@ -51,6 +59,14 @@ type Turn struct {
 	IdempotencyKey string
 	CreatedAt      time.Time
 	FinishedAt     *time.Time
+	// Background is true for a turn nobody waits on (docs/background.md):
+	// queued when every worker is busy, resumed when its process dies.
+	Background bool
+	// Attempts counts the workers that began the turn: 0 while it is
+	// queued, 1 once it runs, one more at each resumption. The turn's
+	// writes carry it (TurnStepParams.Attempt), so that a worker taken
+	// over writes nothing more.
+	Attempts int
 }
 
 // Ref names the turn.
@@ -62,13 +78,16 @@ func (t Turn) Ref() TurnRef {
 func NewTurnID() string { return "turn_" + mustV7() }
 
 const turnColumns = `tenant_id::text, session_id, id, status, stream, coalesce(stop_reason, ''), coalesce(error_type, ''), coalesce(error, ''),
-	input_tokens, output_tokens, coalesce(idempotency_key, ''), created_at, finished_at`
+	input_tokens, output_tokens, coalesce(idempotency_key, ''), created_at, finished_at, background, attempts`
 
 func scanTurn(row interface{ Scan(...any) error }, extra ...any) (Turn, error) {
 	var t Turn
 	dst := []any{&t.TenantID, &t.SessionID, &t.ID, &t.Status, &t.Stream, &t.StopReason, &t.ErrorType, &t.Error,
-		&t.InputTokens, &t.OutputTokens, &t.IdempotencyKey, &t.CreatedAt, &t.FinishedAt}
+		&t.InputTokens, &t.OutputTokens, &t.IdempotencyKey, &t.CreatedAt, &t.FinishedAt, &t.Background, &t.Attempts}
 	err := row.Scan(append(dst, extra...)...)
+	if t.Status == TurnRunning && t.Attempts == 0 {
+		t.Status = TurnQueued
+	}
 	return t, interpretError(err)
 }
 
@@ -136,6 +155,16 @@ type TurnBeginParams struct {
 	// order, so that commit makes the claim durable too, and a crash before
 	// it can lose the claim only while no client has been told of it.
 	AsyncCommit bool
+	// Background makes the turn a background turn: its claim also puts it
+	// in the durable queue (turn_queue), from which another process
+	// resumes it if this one dies (TurnAdopt).
+	Background bool
+	// Queued claims the session for a background turn that no worker runs
+	// yet: the claim has no owner and no lease, and the turn's attempts are
+	// 0, until a worker adopts it. MaxQueued, when above 0, refuses it with
+	// a *QueueFullError once the tenant has that many turns waiting.
+	Queued    bool
+	MaxQueued int
 }
 
 // KnownSession is a session as a write of this process left it: its
@@ -216,7 +245,7 @@ func (s *Store) turnBegin(ctx context.Context, p *TurnBeginParams) (*TurnBegun, 
 		return nil, interpretError(err)
 	}
 	defer conn.Release()
-	if p.Known != nil && !p.Known.Version.IsZero() {
+	if p.Known != nil && !p.Known.Version.IsZero() && !p.Queued {
 		out, claimed, err := s.turnBeginKnown(ctx, conn, p)
 		if claimed || err != nil {
 			return out, err
@@ -264,8 +293,13 @@ func (s *Store) planClaim(p *TurnBeginParams, sess *Session, lastSeq int64) (*cl
 	if w.rows, err = newMessageRows(lastSeq+1, plan.Messages); err != nil {
 		return nil, err
 	}
+	// A queued turn's claim has no owner and no lease: no worker runs it.
+	var owner, lease any = p.Owner, p.Lease.Milliseconds()
+	if p.Queued {
+		owner, lease = nil, nil
+	}
 	w.setArgs = []any{p.TenantID, p.SessionID, jsonOrNull(next.AgentTools), jsonObject(next.Options), sealed,
-		jsonOrNull(next.ClientTools), jsonList(next.Pending), p.TurnID, p.Owner, p.Lease.Milliseconds(), w.lastSeq}
+		jsonOrNull(next.ClientTools), jsonList(next.Pending), p.TurnID, owner, lease, w.lastSeq}
 	next.ActiveTurnID = p.TurnID
 	return w, nil
 }
@@ -278,10 +312,17 @@ func (w *claimWrite) queueTurn(b *pgx.Batch, p *TurnBeginParams) (turnStmt int) 
 	if p.IdempotencyKey != "" {
 		hash = p.RequestHash
 	}
-	b.Queue(`INSERT INTO turns (tenant_id, session_id, id, status, stream, owner, idempotency_key, request_hash, first_seq)
-		VALUES ($1, $2, $3, 'running', $4, $5, nullif($6, ''), $7, $8)
+	attempts := 1
+	if p.Queued {
+		attempts = 0
+	}
+	b.Queue(`INSERT INTO turns (tenant_id, session_id, id, status, stream, owner, idempotency_key, request_hash, first_seq, background, attempts)
+		VALUES ($1, $2, $3, 'running', $4, $5, nullif($6, ''), $7, $8, $9, $10)
 		RETURNING `+turnColumns,
-		p.TenantID, p.SessionID, p.TurnID, p.Stream, p.Owner, p.IdempotencyKey, hash, w.firstSeq)
+		p.TenantID, p.SessionID, p.TurnID, p.Stream, w.setArgs[8], p.IdempotencyKey, hash, w.firstSeq, p.Background, attempts)
+	if p.Background {
+		b.Queue(`INSERT INTO turn_queue (tenant_id, session_id, turn_id) VALUES ($1, $2, $3)`, p.TenantID, p.SessionID, p.TurnID)
+	}
 	if len(w.rows.seqs) > 0 {
 		full, fullArgs := w.rows.insert(p.TenantID, p.SessionID, &p.TurnID)
 		compacted, compactedArgs := w.rows.insertCompacted(p.TenantID, p.SessionID)
@@ -300,7 +341,10 @@ func (w *claimWrite) queueTurn(b *pgx.Batch, p *TurnBeginParams) (turnStmt int) 
 func (w *claimWrite) begun(p *TurnBeginParams, out *TurnBegun) {
 	out.Session, out.Appended, out.LastSeq = w.sess, w.rows.stored, w.lastSeq
 	out.Turn = Turn{TenantID: p.TenantID, SessionID: p.SessionID, ID: p.TurnID, Status: TurnRunning,
-		Stream: p.Stream, IdempotencyKey: p.IdempotencyKey, CreatedAt: time.Now()}
+		Stream: p.Stream, IdempotencyKey: p.IdempotencyKey, CreatedAt: time.Now(), Background: p.Background, Attempts: 1}
+	if p.Queued {
+		out.Turn.Status, out.Turn.Attempts = TurnQueued, 0
+	}
 }
 
 // turnBeginKnown claims the session in one round trip if its row is as
@@ -355,7 +399,7 @@ func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p *TurnBe
 	// the compacted history the caller does not hold yet.
 	read := &pgx.Batch{}
 	read.Queue("BEGIN")
-	read.Queue(`SELECT `+sessionColumns+`, last_seq, compaction_version, lease_expires_at, lease_owner
+	read.Queue(`SELECT `+sessionColumns+`, last_seq, compaction_version, lease_expires_at, lease_owner, `+activeBackgroundSQL+`
 		FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3) FOR UPDATE`,
 		p.TenantID, p.SessionID, p.SessionOwner)
 	if p.IdempotencyKey != "" {
@@ -367,20 +411,25 @@ func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p *TurnBe
 		  AND seq > (SELECT CASE WHEN compaction_version = $3 THEN $4::bigint ELSE 0 END
 		             FROM sessions WHERE tenant_id = $1 AND id = $2)
 		ORDER BY seq`, p.TenantID, p.SessionID, p.CachedVersion, p.CachedUpTo)
+	if p.Queued && p.MaxQueued > 0 {
+		queueQueuedCount(read, p.TenantID)
+	}
 
 	var (
 		out          = &TurnBegun{}
 		lastSeq      int64
 		leaseExpires *time.Time
 		leaseOwner   *int32
+		background   bool
 		prev         Turn
 		prevHash     []byte
 		prevErr      error
+		queued       int
 	)
 	br := conn.SendBatch(ctx, read)
 	_, err := br.Exec()
 	if err == nil {
-		out.Session, err = s.scanSessionWith(br.QueryRow(), &lastSeq, &out.CompactionVersion, &leaseExpires, &leaseOwner)
+		out.Session, err = s.scanSessionWith(br.QueryRow(), &lastSeq, &out.CompactionVersion, &leaseExpires, &leaseOwner, &background)
 	}
 	if err == nil && p.IdempotencyKey != "" {
 		prev, prevErr = scanTurn(br.QueryRow(), &prevHash)
@@ -392,6 +441,11 @@ func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p *TurnBe
 		var rows pgx.Rows
 		if rows, err = br.Query(); err == nil {
 			out.History, err = scanHistory(rows)
+		}
+	}
+	if err == nil && p.Queued && p.MaxQueued > 0 {
+		if _, err = br.Exec(); err == nil {
+			err = br.QueryRow().Scan(&queued)
 		}
 	}
 	if cerr := br.Close(); err == nil {
@@ -413,6 +467,12 @@ func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p *TurnBe
 		}
 		return &TurnBegun{Turn: prev, Replay: true}, nil
 	}
+	if out.Session.ActiveTurnID != "" && background {
+		// A background turn's claim is never taken over by another turn:
+		// its process, dead or not, is replaced by another (TurnAdopt).
+		rollback()
+		return nil, &TurnRunningError{TurnID: out.Session.ActiveTurnID}
+	}
 	if out.Session.ActiveTurnID != "" {
 		// A round trip more, only when a turn holds the session.
 		expired, dead, err := claimState(ctx, conn, leaseExpires, leaseOwner)
@@ -425,6 +485,10 @@ func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p *TurnBe
 			return nil, &TurnRunningError{TurnID: out.Session.ActiveTurnID}
 		}
 		out.Interrupted = out.Session.ActiveTurnID
+	}
+	if p.Queued && p.MaxQueued > 0 && queued >= p.MaxQueued {
+		rollback()
+		return nil, &QueueFullError{Limit: p.MaxQueued}
 	}
 	w, err := s.planClaim(p, &out.Session, lastSeq)
 	if err != nil {
@@ -511,6 +575,14 @@ type TurnStepParams struct {
 	Pending []aap.PendingToolCall
 	// Lease renews the claim.
 	Lease time.Duration
+	// Attempt is the turn's attempt that writes (Turn.Attempts when its
+	// worker began it; 0 is taken as 1): a worker whose turn was resumed by
+	// another since writes nothing.
+	Attempt int
+	// InputTokens and OutputTokens are the turn's usage so far, kept with
+	// the step so that a resumed turn counts on from them.
+	InputTokens  int64
+	OutputTokens int64
 }
 
 // TurnCommitStep appends a step's messages and sets the pending tool calls
@@ -530,14 +602,15 @@ func (s *Store) TurnCommitStep(ctx context.Context, p TurnStepParams) error {
 			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3
 			RETURNING xmin, updated_at
 		), turn AS (
-			UPDATE turns SET step = $7
-			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $7
+			UPDATE turns SET step = $7, input_tokens = $9, output_tokens = $10
+			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $7 AND attempts = $8
 			  AND EXISTS (SELECT 1 FROM claim)
 			RETURNING 1
 		)
 		` + guardResultSQL
-	_, err = s.turnWrite(ctx, p.Ref, p.Step, rows, true, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
-		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.Lease.Milliseconds(), p.Step)
+	attempt := max(p.Attempt, 1)
+	_, err = s.turnWrite(ctx, p.Ref, p.Step, attempt, rows, true, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
+		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.Lease.Milliseconds(), p.Step, attempt, p.InputTokens, p.OutputTokens)
 	if err != nil {
 		return fmt.Errorf("commit step %d of turn %s: %w", p.Step, p.Ref.TurnID, err)
 	}
@@ -560,7 +633,7 @@ func (s *Store) TurnCommitStep(ctx context.Context, p TurnStepParams) error {
 // step: landed, it must still be held) or releases it (the finish). It
 // returns the version of the session's row the write made (guardResultSQL),
 // zero when it had landed before.
-func (s *Store) turnWrite(ctx context.Context, ref TurnRef, step int, rows messageRows, keepsClaim bool, guard string, args ...any) (SessionVersion, error) {
+func (s *Store) turnWrite(ctx context.Context, ref TurnRef, step, attempt int, rows messageRows, keepsClaim bool, guard string, args ...any) (SessionVersion, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return SessionVersion{}, writeError(err)
@@ -589,16 +662,19 @@ func (s *Store) turnWrite(ctx context.Context, ref TurnRef, step int, rows messa
 		return SessionVersion{}, err
 	}
 	// The guard refused: did this step land already, or is the claim lost?
+	// A step landed by another attempt (the turn was resumed elsewhere) is
+	// not this one's.
 	var held bool
-	var landed int
+	var landed, attempts int
 	err = conn.QueryRow(ctx, `
 		SELECT coalesce((SELECT active_turn_id = $3 FROM sessions WHERE tenant_id = $1 AND id = $2), false),
-			coalesce((SELECT step FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), -1)`,
-		ref.TenantID, ref.SessionID, ref.TurnID).Scan(&held, &landed)
+			coalesce((SELECT step FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), -1),
+			coalesce((SELECT attempts FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), -1)`,
+		ref.TenantID, ref.SessionID, ref.TurnID).Scan(&held, &landed, &attempts)
 	switch {
 	case err != nil:
 		return SessionVersion{}, writeError(err)
-	case landed >= step && (held || !keepsClaim):
+	case landed >= step && attempts == attempt && (held || !keepsClaim):
 		return SessionVersion{}, nil
 	}
 	return SessionVersion{}, ErrClaimLost
@@ -660,6 +736,8 @@ type TurnFinishParams struct {
 	Error        string
 	InputTokens  int64
 	OutputTokens int64
+	// Attempt is the turn's attempt that writes, as in TurnStepParams.
+	Attempt int
 	// ContextTokens are the input tokens the provider reported for the
 	// turn's last model call, which saw the compacted history up to
 	// ContextUpTo; zero when the provider reported none.
@@ -696,17 +774,21 @@ func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) (SessionVers
 		), turn AS (
 			UPDATE turns SET status = $8, stop_reason = nullif($9, ''), error = nullif($10, ''), error_type = nullif($15, ''),
 				input_tokens = $11, output_tokens = $12, finished_at = now(), step = $13, events = $14::json
-			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $13
+			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $13 AND attempts = $16
 			  AND EXISTS (SELECT 1 FROM claim)
 			RETURNING 1
 		), batches AS (
 			DELETE FROM turn_event_batches WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3
 			  AND EXISTS (SELECT 1 FROM turn)
+		), queued AS (
+			DELETE FROM turn_queue WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3
+			  AND EXISTS (SELECT 1 FROM turn)
 		)
 		` + guardResultSQL
-	version, err := s.turnWrite(ctx, p.Ref, p.Step, rows, false, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
+	attempt := max(p.Attempt, 1)
+	version, err := s.turnWrite(ctx, p.Ref, p.Step, attempt, rows, false, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
 		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.ContextTokens, p.ContextUpTo,
-		p.Status, p.StopReason, PgText(p.Error), p.InputTokens, p.OutputTokens, p.Step, log, p.ErrorType)
+		p.Status, p.StopReason, PgText(p.Error), p.InputTokens, p.OutputTokens, p.Step, log, p.ErrorType, attempt)
 	if err != nil {
 		return SessionVersion{}, fmt.Errorf("finish turn %s: %w", p.Ref.TurnID, err)
 	}
@@ -735,7 +817,10 @@ func PgText(s string) string {
 // after its claim, which spares the database a row version per running
 // turn and beat, and keeps the session as the turn's end left it for the
 // next claim's single round trip.
-func (s *Store) TurnsHeartbeat(ctx context.Context, refs []TurnRef, lease time.Duration) (held map[string]bool, cancel map[string]bool, err error) {
+//
+// owner is the instance the beating process runs its turns as: a turn
+// resumed by another process since (TurnAdopt) is no longer held.
+func (s *Store) TurnsHeartbeat(ctx context.Context, refs []TurnRef, owner int32, lease time.Duration) (held map[string]bool, cancel map[string]bool, err error) {
 	// Statements per tenant, all in one batch: on Citus (docs/citus.md)
 	// each goes to the tenant's shard, where one statement over every
 	// tenant would be a two-phase commit on every worker, every few
@@ -757,10 +842,10 @@ func (s *Store) TurnsHeartbeat(ctx context.Context, refs []TurnRef, lease time.D
 		g := groups[tenant]
 		b.Queue(`UPDATE sessions s SET lease_expires_at = now() + $4 * interval '1 millisecond'
 			FROM unnest($2::text[], $3::text[]) AS h(session_id, turn_id)
-			WHERE s.tenant_id = $1 AND s.id = h.session_id AND s.active_turn_id = h.turn_id
-			  AND s.lease_expires_at < now() + $4 * 5 / 6 * interval '1 millisecond'`, tenant, g.sessions, g.turns, lease.Milliseconds())
+			WHERE s.tenant_id = $1 AND s.id = h.session_id AND s.active_turn_id = h.turn_id AND s.lease_owner = $5
+			  AND s.lease_expires_at < now() + $4 * 5 / 6 * interval '1 millisecond'`, tenant, g.sessions, g.turns, lease.Milliseconds(), owner)
 		b.Queue(`SELECT s.active_turn_id FROM sessions s, unnest($2::text[], $3::text[]) AS h(session_id, turn_id)
-			WHERE s.tenant_id = $1 AND s.id = h.session_id AND s.active_turn_id = h.turn_id`, tenant, g.sessions, g.turns)
+			WHERE s.tenant_id = $1 AND s.id = h.session_id AND s.active_turn_id = h.turn_id AND s.lease_owner = $4`, tenant, g.sessions, g.turns, owner)
 		b.Queue(`SELECT id FROM turns WHERE tenant_id = $1 AND session_id = ANY($2) AND id = ANY($3) AND cancel_requested`,
 			tenant, g.sessions, g.turns)
 	}

@@ -117,7 +117,7 @@ func TestTurnWritesAfterATakeoverAreRefused(t *testing.T) {
 		Events: []aap.Event{aap.TurnStart(), aap.TurnStop(aap.StopEndTurn)}}); !errors.Is(err, store.ErrClaimLost) {
 		t.Errorf("finish after takeover: %v", err)
 	}
-	if ok, err := st.TurnEventsAppend(ctx, ref, 2, []aap.Event{{Type: aap.EventText, Text: "late"}}); ok || err != nil {
+	if ok, err := st.TurnEventsAppend(ctx, ref, 1, 2, []aap.Event{{Type: aap.EventText, Text: "late"}}); ok || err != nil {
 		t.Errorf("events after takeover recorded: %v, %v", ok, err)
 	}
 	if got := historyTexts(t, st, ref, aap.HistoryFull); fmt.Sprint(got) != "[1:hi]" {
@@ -143,7 +143,7 @@ func TestInterruptedTurnLogIsGaplessAndEndsAfterEveryRecordedID(t *testing.T) {
 		first  int
 		events []aap.Event
 	}{{1, first}, {1, append(first, aap.Event{Type: aap.EventTextDelta, Delta: "b"})}, {4, []aap.Event{{Type: aap.EventTextDelta, Delta: "c"}}}} {
-		if ok, err := st.TurnEventsAppend(ctx, ref, b.first, b.events); !ok || err != nil {
+		if ok, err := st.TurnEventsAppend(ctx, ref, 1, b.first, b.events); !ok || err != nil {
 			t.Fatalf("append: %v %v", ok, err)
 		}
 	}
@@ -197,7 +197,7 @@ func TestFinishedTurnLogCostsAboutItsMessages(t *testing.T) {
 	events = append(events, aap.TurnStop(aap.StopEndTurn))
 	// Recorded in batches while it ran, as a delta stream is.
 	for i := 1; i < len(events)-1; i += 25 {
-		if ok, err := st.TurnEventsAppend(ctx, ref, i, events[i-1:min(i+24, len(events)-1)]); !ok || err != nil {
+		if ok, err := st.TurnEventsAppend(ctx, ref, 1, i, events[i-1:min(i+24, len(events)-1)]); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
 	}
@@ -232,7 +232,7 @@ func TestTurnsHeartbeatRenewsHeldClaimsOfEveryTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.Exec(t, storetest.URL(t), `UPDATE sessions SET active_turn_id = NULL WHERE id = $1`, lost.SessionID)
-	held, cancel, err := st.TurnsHeartbeat(ctx, []store.TurnRef{a, b, lost}, time.Hour)
+	held, cancel, err := st.TurnsHeartbeat(ctx, []store.TurnRef{a, b, lost}, 1, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestTurnsHeartbeatRenewsOnlyLeasesDueForIt(t *testing.T) {
 	}
 	freshXmin, freshExpires := version(fresh)
 	_, dueExpires := version(due)
-	held, _, err := st.TurnsHeartbeat(ctx, []store.TurnRef{fresh, due}, time.Minute)
+	held, _, err := st.TurnsHeartbeat(ctx, []store.TurnRef{fresh, due}, 1, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
