@@ -171,6 +171,7 @@ func (t *turnRun) runGranted(ctx context.Context) error {
 func (t *turnRun) commit(ctx context.Context, msgs []store.NewMessage, pending []aap.PendingToolCall) error {
 	err := t.runner.commitStep(ctx, store.TurnStepParams{
 		Ref: t.turn.Ref(), Step: t.step + 1, FirstSeq: t.lastSeq + 1, Messages: msgs, Pending: pending,
+		Attempt: t.turn.Attempts, InputTokens: t.usage.InputTokens, OutputTokens: t.usage.OutputTokens,
 	})
 	if err != nil {
 		return err

@@ -27,8 +27,19 @@ type Metrics struct {
 	toolCalls          *prometheus.CounterVec
 	compactions        *prometheus.CounterVec
 	compactionDuration *prometheus.HistogramVec
+	background         *prometheus.CounterVec
 	reg                prometheus.Registerer
 }
+
+// What befalls a background turn in a process (aapd_background_turns_total).
+const (
+	backgroundQueued     = "queued"      // claimed without a worker: every worker was busy
+	backgroundStarted    = "started"     // a worker began it (at once, or from the queue)
+	backgroundResumed    = "resumed"     // a worker went on with it after its process died
+	backgroundHandedBack = "handed_back" // a shutdown cut it: another process resumes it
+	backgroundExhausted  = "exhausted"   // failed with attempts_exhausted
+	backgroundCancelled  = "cancelled"   // cancelled before a worker could take it again
+)
 
 // NewMetrics returns the metrics, registered with reg (nil: registered
 // nowhere, as for a runner whose metrics nobody scrapes).
@@ -69,13 +80,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Compaction durations (summaries included) by strategy, trigger and outcome.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 4, 9),
 		}, []string{"strategy", "trigger", "outcome"}),
+		background: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aapd_background_turns_total",
+			Help: "Background turns by event in this process: queued (every worker busy), started, resumed (after their process died), handed_back (at a shutdown), exhausted (failed: attempts_exhausted), cancelled (while no worker ran them).",
+		}, []string{"event"}),
 	}
 	m.reg = reg
 	if reg != nil {
 		reg.MustRegister(m.turns, m.turnDuration, m.modelDuration, m.modelErrors, m.tokens,
-			m.toolCalls, m.compactions, m.compactionDuration)
+			m.toolCalls, m.compactions, m.compactionDuration, m.background)
 	}
 	return m
+}
+
+// backgroundTurn counts an event of a background turn.
+func (m *Metrics) backgroundTurn(event string) {
+	m.background.WithLabelValues(event).Inc()
 }
 
 // watchHistoryCache reports what the runner's history cache holds, read

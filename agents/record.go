@@ -48,6 +48,7 @@ func recordInterval(mode aap.StreamMode, running int) time.Duration {
 type recorder struct {
 	store   *store.Store
 	ref     store.TurnRef
+	attempt int // the turn's attempt that records (store.Turn.Attempts)
 	stream  *Stream
 	mode    aap.StreamMode
 	running func() int
@@ -64,8 +65,8 @@ type recorder struct {
 	flights sync.WaitGroup // timers armed or firing
 }
 
-func newRecorder(st *store.Store, ref store.TurnRef, stream *Stream, mode aap.StreamMode, running func() int, onGone func()) *recorder {
-	return &recorder{store: st, ref: ref, stream: stream, mode: mode, running: running, onGone: onGone}
+func newRecorder(st *store.Store, turn store.Turn, stream *Stream, running func() int, onGone func()) *recorder {
+	return &recorder{store: st, ref: turn.Ref(), attempt: turn.Attempts, stream: stream, mode: turn.Stream, running: running, onGone: onGone}
 }
 
 // start lets the recorder flush, under ctx, until stop.
@@ -143,7 +144,7 @@ func (r *recorder) flush(ctx context.Context) bool {
 	if len(events) == 0 {
 		return true
 	}
-	ok, err := r.store.TurnEventsAppend(ctx, r.ref, first, events)
+	ok, err := r.store.TurnEventsAppend(ctx, r.ref, r.attempt, first, events)
 	switch {
 	case err != nil:
 		// Unrecorded events wait for the next flush, or the turn's end.

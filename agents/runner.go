@@ -58,6 +58,14 @@ type RunnerConfig struct {
 	// recently active sessions (historycache.go), which spares their next
 	// turns reading and decoding them; 0: DefaultHistoryCacheBytes.
 	HistoryCacheBytes int64
+	// MaxQueuedTurns returns how many background turns the tenant may have
+	// waiting for a worker, across every process (0: no limit). Nil means
+	// no tenant has a limit.
+	MaxQueuedTurns func(ctx context.Context, tenantID string) int
+	// MaxAttempts bounds the workers that may begin a background turn: one
+	// whose process stopped that many times fails with attempts_exhausted
+	// (background.go); 0: DefaultMaxAttempts.
+	MaxAttempts int
 }
 
 // Runner is the worker pool that runs turns. A turn is claimed, run and
@@ -89,6 +97,9 @@ type Runner struct {
 	compacting sessionLocks
 	// wakes wakes the followers of a session's log (sessionlog.go).
 	wakes sessionWakes
+	// freed receives when a worker becomes free or a turn is queued here:
+	// the queue's dispatcher looks for background turns to run (Freed).
+	freed chan struct{}
 }
 
 type activeTurn struct {
@@ -121,12 +132,15 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.HistoryCacheBytes <= 0 {
 		cfg.HistoryCacheBytes = DefaultHistoryCacheBytes
 	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
 	life, end := context.WithCancelCause(context.Background())
 	r := &Runner{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger, metrics: cfg.Metrics,
 		admit: newAdmission(cfg.Workers), cache: newHistoryCache(cfg.HistoryCacheBytes), tracer: newTracer(cfg.TracerProvider),
 		life: life, endLife: end,
-		running: map[string]*activeTurn{}, beatDone: make(chan struct{}),
+		running: map[string]*activeTurn{}, beatDone: make(chan struct{}), freed: make(chan struct{}, 1),
 	}
 	cfg.Metrics.watchHistoryCache(r.cache)
 	return r
@@ -159,6 +173,8 @@ type StartParams struct {
 	// turn's end is written (Run): the claim need not wait for the disk
 	// (store.TurnBeginParams.AsyncCommit).
 	awaited bool
+	// background makes it a background turn (StartBackground).
+	background bool
 }
 
 // Handle is a started turn.
@@ -202,19 +218,22 @@ func (r *Runner) start(ctx context.Context, p StartParams, inline bool) (*Handle
 	if r.stopping.Load() {
 		return nil, ErrShutdown
 	}
-	maxRunning := 0
-	if r.cfg.MaxRunningTurns != nil {
-		maxRunning = r.cfg.MaxRunningTurns(ctx, p.TenantID)
-	}
 	p.requestSpan = trace.SpanContextFromContext(ctx)
 	p.awaited = inline
-	release, err := r.admit.admit(p.TenantID, maxRunning)
+	release, err := r.admit.admit(p.TenantID, r.maxRunning(ctx, p.TenantID))
 	if err != nil {
 		return nil, err
 	}
+	return r.launch(&p, release, inline)
+}
+
+// launch claims the session for an admitted turn and runs it: on the
+// caller's goroutine when inline, else in a worker of its own.
+func (r *Runner) launch(p *StartParams, release func(), inline bool) (*Handle, error) {
+	release = r.freeing(release)
 	r.heartbeat.Do(func() { go r.heartbeatLoop() })
 	r.wg.Add(1)
-	h, t, err := r.begin(&p)
+	h, t, err := r.begin(p)
 	if t == nil {
 		release()
 		r.wg.Done()
@@ -263,14 +282,21 @@ func (r *Runner) begin(p *StartParams) (*Handle, *claimedTurn, error) {
 	if begun.Interrupted != "" {
 		r.log.InfoContext(life, "took over the session of a dead turn", "interrupted_turn", begun.Interrupted)
 	}
+	t := r.claimed(life, span, run)
+	return &Handle{Turn: begun.Turn, Events: r.Follow(ref), runner: r, run: run}, t, nil
+}
+
+// claimed makes a turn whose claim landed one of the running turns, ready
+// to execute.
+func (r *Runner) claimed(life context.Context, span trace.Span, run *turnRun) *claimedTurn {
+	ref := run.turn.Ref()
 	turnCtx, cancel := context.WithCancelCause(life)
 	active := &activeTurn{ref: ref, stream: run.stream, cancel: cancel}
 	r.mu.Lock()
 	r.running[ref.TurnID] = active
 	r.mu.Unlock()
 	r.wakeSession(ref.TenantID, ref.SessionID)
-	return &Handle{Turn: begun.Turn, Events: r.Follow(ref), runner: r, run: run},
-		&claimedTurn{runner: r, ctx: turnCtx, cancel: cancel, span: span, run: run, active: active}, nil
+	return &claimedTurn{runner: r, ctx: turnCtx, cancel: cancel, span: span, run: run, active: active}
 }
 
 // execute runs the claimed turn to its end; release frees its worker slot
@@ -287,26 +313,75 @@ func (t *claimedTurn) execute(release func()) {
 func (r *Runner) claim(life context.Context, ref store.TurnRef, p *StartParams) (*turnRun, *store.TurnBegun, error) {
 	key := cacheKey(ref.TenantID, ref.SessionID)
 	cached := r.cache.get(key)
-	var (
-		agent *Agent
-		plan  store.TurnPlan
-	)
-	params := &store.TurnBeginParams{
+	params, prep := r.beginParams(ref, p)
+	params.CachedVersion, params.CachedUpTo, params.Known = cached.version, cached.upTo, cached.known
+	begun, err := r.begin1(life, ref, p, params)
+	if err != nil || begun.Replay {
+		return nil, begun, err
+	}
+	agent, plan := prep.agent, prep.plan
+
+	history := cached.messages
+	if begun.HistoryWhole {
+		history = nil
+		r.cache.drop(key)
+	}
+	for _, m := range begun.History {
+		history = append(history, Message{Message: m.Message, Extra: m.Extra})
+	}
+	run := &turnRun{
+		runner: r, agent: agent, turn: begun.Turn, session: begun.Session,
+		history: history, stream: newStream(), version: begun.CompactionVersion, lastSeq: begun.LastSeq,
+		pending: begun.Session.Pending, pendingCommitted: begun.Session.Pending, done: make(chan struct{}),
+	}
+	run.recorder = newRecorder(r.store, begun.Turn, run.stream, r.Running, func() { r.cancelTurn(ref.TurnID, store.ErrClaimLost) })
+	for i, m := range begun.Appended {
+		run.history = append(run.history, Message{Message: m.Message, Extra: m.Extra})
+		// The tool messages the server wrote itself (denials, calls the
+		// user moved past or whose turn died) are the turn's first
+		// results: sent as tool_result events and in a stream "none"
+		// answer, so a client that keeps its own copy of the history has
+		// them too (docs/protocols.md).
+		if plan.Messages[i].Origin != store.OriginClient {
+			run.produced = append(run.produced, m.Message)
+			run.emit(aap.ToolResultEvent(m.Message.ToolCallID, m.Message.Content))
+		}
+	}
+	return run, begun, nil
+}
+
+// prepared is what a claim's Prepare decided, once it has run: the
+// session's agent and the turn's plan.
+type prepared struct {
+	agent *Agent
+	plan  store.TurnPlan
+}
+
+// beginParams are the claim of a new turn for p; prep holds what the
+// claim's Prepare decides.
+func (r *Runner) beginParams(ref store.TurnRef, p *StartParams) (params *store.TurnBeginParams, prep *prepared) {
+	prep = &prepared{}
+	return &store.TurnBeginParams{
 		TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: ref.TurnID, Stream: p.Request.Mode(),
 		Owner: r.cfg.Owner(), Lease: r.cfg.Lease, SessionOwner: p.Owner,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
-		CachedVersion: cached.version, CachedUpTo: cached.upTo, Known: cached.known,
-		AsyncCommit: p.awaited,
+		AsyncCommit: p.awaited, Background: p.background,
 		Prepare: func(sess store.Session) (store.TurnPlan, error) {
-			var ok bool
-			if agent, ok = r.cfg.Agents.Get(sess.AgentName); !ok {
+			agent, ok := r.cfg.Agents.Get(sess.AgentName)
+			if !ok {
 				return store.TurnPlan{}, fmt.Errorf("%w: %q", ErrUnknownAgent, sess.AgentName)
 			}
-			var err error
-			plan, err = planTurn(agent, &sess, &p.Request, p.MessageIDs)
+			plan, err := planTurn(agent, &sess, &p.Request, p.MessageIDs)
+			prep.agent, prep.plan = agent, plan
 			return plan, err
 		},
-	}
+	}, prep
+}
+
+// begin1 writes a claim (store.TurnBegin). A claim whose commit went
+// unanswered is looked for until the database answers: if it landed, it
+// is the turn's, like any other.
+func (r *Runner) begin1(life context.Context, ref store.TurnRef, p *StartParams, params *store.TurnBeginParams) (*store.TurnBegun, error) {
 	begun, err := r.store.TurnBegin(life, params)
 	if errors.Is(err, store.ErrOutcomeUnknown) {
 		var landed bool
@@ -323,37 +398,7 @@ func (r *Runner) claim(life context.Context, ref store.TurnRef, p *StartParams) 
 			r.log.InfoContext(logContext(r.life, p.RequestID, ref), "a claim whose commit went unanswered had landed; running its turn")
 		}
 	}
-	if err != nil || begun.Replay {
-		return nil, begun, err
-	}
-
-	history := cached.messages
-	if begun.HistoryWhole {
-		history = nil
-		r.cache.drop(key)
-	}
-	for _, m := range begun.History {
-		history = append(history, Message{Message: m.Message, Extra: m.Extra})
-	}
-	run := &turnRun{
-		runner: r, agent: agent, turn: begun.Turn, session: begun.Session,
-		history: history, stream: newStream(), version: begun.CompactionVersion, lastSeq: begun.LastSeq,
-		pending: begun.Session.Pending, pendingCommitted: begun.Session.Pending, done: make(chan struct{}),
-	}
-	run.recorder = newRecorder(r.store, ref, run.stream, begun.Turn.Stream, r.Running, func() { r.cancelTurn(ref.TurnID, store.ErrClaimLost) })
-	for i, m := range begun.Appended {
-		run.history = append(run.history, Message{Message: m.Message, Extra: m.Extra})
-		// The tool messages the server wrote itself (denials, calls the
-		// user moved past or whose turn died) are the turn's first
-		// results: sent as tool_result events and in a stream "none"
-		// answer, so a client that keeps its own copy of the history has
-		// them too (docs/protocols.md).
-		if plan.Messages[i].Origin != store.OriginClient {
-			run.produced = append(run.produced, m.Message)
-			run.emit(aap.ToolResultEvent(m.Message.ToolCallID, m.Message.Content))
-		}
-	}
-	return run, begun, nil
+	return begun, err
 }
 
 // liveStream returns the stream of a turn running in this process, if any.
@@ -382,6 +427,10 @@ func (r *Runner) execute(ctx context.Context, run *turnRun, active *activeTurn, 
 	case err == nil:
 	case errors.Is(cause, ErrCancelled):
 		status, stop, err = store.TurnCancelled, aap.StopEndTurn, nil
+	case errors.Is(cause, ErrShutdown) && run.turn.Background:
+		// Not interrupted: resumed by another process.
+		r.handBack(ctx, run, release)
+		return
 	case errors.Is(cause, ErrShutdown), errors.Is(err, store.ErrClaimLost), errors.Is(cause, store.ErrClaimLost):
 		status, stop = store.TurnInterrupted, aap.StopError
 	default:
@@ -438,7 +487,7 @@ func (r *Runner) finish(logCtx context.Context, run *turnRun, status store.TurnS
 		Ref: run.turn.Ref(), Step: run.step + 1, FirstSeq: run.lastSeq + 1 - int64(len(run.final)),
 		Messages: run.final, Pending: run.pending,
 		Status: status, StopReason: stop, InputTokens: run.usage.InputTokens, OutputTokens: run.usage.OutputTokens,
-		ContextTokens: run.contextTokens, ContextUpTo: run.contextUpTo, Events: events,
+		ContextTokens: run.contextTokens, ContextUpTo: run.contextUpTo, Events: events, Attempt: run.turn.Attempts,
 	}
 	if run.turnErr != nil {
 		p.ErrorType, p.Error = run.turnErr.Type, run.turnErr.Message
@@ -526,7 +575,7 @@ func (r *Runner) heartbeatLoop() {
 		if len(refs) == 0 {
 			continue
 		}
-		held, cancel, err := r.store.TurnsHeartbeat(r.life, refs, r.cfg.Lease)
+		held, cancel, err := r.store.TurnsHeartbeat(r.life, refs, r.cfg.Owner(), r.cfg.Lease)
 		if err != nil {
 			if r.life.Err() == nil {
 				r.log.Warn("turn heartbeat", "turns", len(refs), "err", err)

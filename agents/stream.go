@@ -36,6 +36,17 @@ func newStream() *Stream {
 	return &Stream{events: []aap.Event{aap.TurnStart()}, visible: 1, changed: make(chan struct{})}
 }
 
+// resumedStream returns the stream of a resumed turn: its recorded log,
+// visible at once, which its new events follow (a log that recorded
+// nothing starts with turn_start, as a new one does).
+func resumedStream(recorded []aap.Event) *Stream {
+	if len(recorded) == 0 {
+		return newStream()
+	}
+	n := len(recorded)
+	return &Stream{events: recorded[:n:n], recorded: n, visible: n, changed: make(chan struct{})}
+}
+
 func (s *Stream) notify() {
 	close(s.changed)
 	s.changed = make(chan struct{})
