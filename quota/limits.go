@@ -58,6 +58,14 @@ type Effective struct {
 	MaxRunningTurns int
 }
 
+// MaxQueuedTurns is how many background turns the tenant may have waiting
+// for a worker (0: no limit): the tenant's own limit, else the default.
+// Unlike the others it is not shared among the replicas: the queue is in
+// the database, which counts it whole (store.TurnBeginParams.MaxQueued).
+func (l *Limits) MaxQueuedTurns(ctx context.Context, tenantID string) int {
+	return pick(l.tenant(ctx, tenantID).MaxQueuedTurns, l.defaults.MaxQueuedTurns)
+}
+
 // Config configures Limits.
 type Config struct {
 	Source Source

@@ -148,7 +148,7 @@ func TestCLILimitsAndUsage(t *testing.T) {
 	// Limits last: they apply at once, to a rate shared with the other
 	// test servers on this database (replicas, as far as limits go).
 	out := aapd(t, "limits", "set", "--database-url", db, "--tenant", tenant, "--rps", "2.5", "--burst", "5").ok(t).stdout
-	if want := "requests per second\t2.5\nburst\t5\nmax running turns\tdefault\n"; out != want {
+	if want := "requests per second\t2.5\nburst\t5\nmax running turns\tdefault\nmax queued turns\tdefault\n"; out != want {
 		t.Errorf("limits set printed %q, want %q", out, want)
 	}
 	if got := aapd(t, "limits", "show", "--database-url", db, "--tenant", tenant).ok(t).stdout; got != out {

@@ -22,6 +22,7 @@ func limitsSet(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	rps := c.Float64("rps", 0, "requests per second (0: the server's default)")
 	burst := c.Int("burst", 0, "requests that may come at once above the rate (at least 1 with --rps; 0: the server's default)")
 	turns := c.Int("max-running-turns", 0, "turns that may run at once (0: the server's default)")
+	queued := c.Int("max-queued-turns", 0, "background turns that may wait for a worker (0: the server's default)")
 	if err := c.parse(args, 0, ""); err != nil {
 		return err
 	}
@@ -30,7 +31,7 @@ func limitsSet(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer c.close()
-	l, err := svc.SetLimits(ctx, *c.tenant, admin.Limits{RequestsPerSecond: rps, Burst: burst, MaxRunningTurns: turns})
+	l, err := svc.SetLimits(ctx, *c.tenant, admin.Limits{RequestsPerSecond: rps, Burst: burst, MaxRunningTurns: turns, MaxQueuedTurns: queued})
 	if err != nil {
 		return err
 	}
@@ -64,7 +65,7 @@ func printLimits(w io.Writer, l admin.Limits) {
 		}
 		return v
 	}
-	var rps, burst, turns string
+	var rps, burst, turns, queued string
 	if l.RequestsPerSecond != nil {
 		rps = strconv.FormatFloat(*l.RequestsPerSecond, 'g', -1, 64)
 	}
@@ -74,6 +75,10 @@ func printLimits(w io.Writer, l admin.Limits) {
 	if l.MaxRunningTurns != nil {
 		turns = strconv.Itoa(*l.MaxRunningTurns)
 	}
-	fmt.Fprintf(w, "requests per second\t%s\nburst\t%s\nmax running turns\t%s\n",
-		show(rps, l.RequestsPerSecond != nil), show(burst, l.Burst != nil), show(turns, l.MaxRunningTurns != nil))
+	if l.MaxQueuedTurns != nil {
+		queued = strconv.Itoa(*l.MaxQueuedTurns)
+	}
+	fmt.Fprintf(w, "requests per second\t%s\nburst\t%s\nmax running turns\t%s\nmax queued turns\t%s\n",
+		show(rps, l.RequestsPerSecond != nil), show(burst, l.Burst != nil), show(turns, l.MaxRunningTurns != nil),
+		show(queued, l.MaxQueuedTurns != nil))
 }

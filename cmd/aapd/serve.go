@@ -28,6 +28,7 @@ import (
 	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/quota"
 	"github.com/aapd/aapd/store"
+	"github.com/aapd/aapd/turnqueue"
 )
 
 // Config is everything `aapd serve` can be told.
@@ -50,9 +51,12 @@ type Config struct {
 	// begins, with /readyz failing, so load balancers stop sending to it.
 	ShutdownDelay time.Duration
 	Lease         time.Duration
-	DrainTimeout  time.Duration
-	MaxBodyBytes  int64
-	KeepAlive     time.Duration
+	// MaxAttempts bounds the workers that may begin a background turn
+	// (docs/background.md).
+	MaxAttempts  int
+	DrainTimeout time.Duration
+	MaxBodyBytes int64
+	KeepAlive    time.Duration
 	// Edge holds the listeners' timeouts and limits, and where /metrics
 	// is served (edge.go).
 	Edge
@@ -95,6 +99,8 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	f.fromEnv("rate-burst", "AAPD_RATE_BURST")
 	f.IntVar(&cfg.Limits.MaxRunningTurns, "max-running-turns", 0, "default turns a tenant may run at once, across replicas (0: unlimited)")
 	f.fromEnv("max-running-turns", "AAPD_MAX_RUNNING_TURNS")
+	f.IntVar(&cfg.Limits.MaxQueuedTurns, "max-queued-turns", 0, "default background turns a tenant may have waiting for a worker, across replicas (0: unlimited)")
+	f.fromEnv("max-queued-turns", "AAPD_MAX_QUEUED_TURNS")
 	f.IntVar(&cfg.DBMaxConns, "db-max-conns", 0, "largest number of database connections this process opens (0: sized from --workers)")
 	f.fromEnv("db-max-conns", "AAPD_DB_MAX_CONNS")
 	f.IntVar(&cfg.HistoryCacheMB, "history-cache-mb", agents.DefaultHistoryCacheBytes>>20, "memory (MiB) kept for the histories of recently active sessions, which their next turns then need not read")
@@ -103,6 +109,8 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	f.fromEnv("shutdown-delay", "AAPD_SHUTDOWN_DELAY")
 	f.DurationVar(&cfg.Lease, "turn-lease", 30*time.Second, "how long a turn's claim on its session holds without a heartbeat")
 	f.fromEnv("turn-lease", "AAPD_TURN_LEASE")
+	f.IntVar(&cfg.MaxAttempts, "turn-max-attempts", agents.DefaultMaxAttempts, "how many times a background turn may be begun (its process dying each time) before it fails with attempts_exhausted")
+	f.fromEnv("turn-max-attempts", "AAPD_TURN_MAX_ATTEMPTS")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "on shutdown, how long running turns may take to finish before they are interrupted")
 	f.fromEnv("drain-timeout", "AAPD_DRAIN_TIMEOUT")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted")
@@ -157,8 +165,11 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 		return Config{}, &usageError{"--jwks-min-refresh must be at least 1s"}
 	}
 	if cfg.Limits.RequestsPerSecond < 0 || math.IsNaN(cfg.Limits.RequestsPerSecond) || math.IsInf(cfg.Limits.RequestsPerSecond, 0) ||
-		cfg.Limits.Burst < 0 || cfg.Limits.MaxRunningTurns < 0 {
-		return Config{}, &usageError{"--rate-limit, --rate-burst and --max-running-turns must be finite and not negative (0: unlimited)"}
+		cfg.Limits.Burst < 0 || cfg.Limits.MaxRunningTurns < 0 || cfg.Limits.MaxQueuedTurns < 0 {
+		return Config{}, &usageError{"--rate-limit, --rate-burst, --max-running-turns and --max-queued-turns must be finite and not negative (0: unlimited)"}
+	}
+	if cfg.MaxAttempts < 1 {
+		return Config{}, &usageError{"--turn-max-attempts must be at least 1"}
 	}
 	if cfg.HistoryCacheMB < 1 {
 		return Config{}, &usageError{"--history-cache-mb must be at least 1"}
@@ -220,6 +231,8 @@ type Main struct {
 	Runner   *agents.Runner
 	Limits   *quota.Limits
 	API      *httpapi.Server
+	// Queue runs the background turns waiting for a worker.
+	Queue *turnqueue.Dispatcher
 	// Registry holds every metric the process exports.
 	Registry *prometheus.Registry
 	agents   *agentconfig.Loaded
@@ -338,6 +351,7 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 		TracerProvider:    m.tracing.provider,
 		Metrics:           agents.NewMetrics(m.Registry),
 		HistoryCacheBytes: int64(m.cfg.HistoryCacheMB) << 20,
+		MaxQueuedTurns:    m.Limits.MaxQueuedTurns, MaxAttempts: m.cfg.MaxAttempts,
 	})
 	operator, err := m.adminHandler()
 	if err != nil {
@@ -376,6 +390,8 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 			return err
 		}
 	}
+	m.Queue = turnqueue.New(turnqueue.Config{Store: m.Store, Runner: m.Runner, Logger: m.log})
+	m.Queue.Start()
 	m.http = m.cfg.Edge.server(httpapi.Traced(m.API, m.tracing.provider), m.log)
 	go func() { m.served <- m.http.Serve(m.ln) }()
 	m.serveMetrics()
@@ -454,6 +470,9 @@ func (m *Main) shutdown(delay time.Duration) error {
 	// resume on another replica); streams of turns running here go on
 	// until their turns end, within the drain timeout.
 	m.API.StopStreams()
+	// No more background turns are taken from the queue; those running
+	// here are handed back to it if the drain cannot wait for them.
+	m.Queue.Stop()
 	drainCtx, cancel := context.WithTimeout(context.Background(), m.cfg.DrainTimeout)
 	defer cancel()
 	httpDone := make(chan error, 1)
@@ -482,6 +501,9 @@ func (m *Main) shutdown(delay time.Duration) error {
 }
 
 func (m *Main) close() {
+	if m.Queue != nil {
+		m.Queue.Stop()
+	}
 	if m.API != nil {
 		m.API.Close()
 	}

@@ -17,6 +17,9 @@ type Limits struct {
 	Burst *int `json:"burst"`
 	// MaxRunningTurns bounds the tenant's turns running at once.
 	MaxRunningTurns *int `json:"maxRunningTurns"`
+	// MaxQueuedTurns bounds the tenant's background turns waiting for a
+	// worker (docs/background.md); past it a background turn is a 429.
+	MaxQueuedTurns *int `json:"maxQueuedTurns"`
 }
 
 // Upper bounds of limits: beyond them a value is a typo, not a quota.
@@ -24,6 +27,7 @@ const (
 	maxRequestsPerSecond = 1_000_000
 	maxBurst             = 1_000_000
 	maxRunningTurns      = 100_000
+	maxQueuedTurns       = 10_000_000
 )
 
 func limitsOf(l store.TenantLimits) Limits {
@@ -36,6 +40,9 @@ func limitsOf(l store.TenantLimits) Limits {
 	}
 	if l.MaxRunningTurns > 0 {
 		out.MaxRunningTurns = &l.MaxRunningTurns
+	}
+	if l.MaxQueuedTurns > 0 {
+		out.MaxQueuedTurns = &l.MaxQueuedTurns
 	}
 	return out
 }
@@ -52,6 +59,9 @@ func (l Limits) validate() (store.TenantLimits, error) {
 	if l.MaxRunningTurns != nil {
 		out.MaxRunningTurns = *l.MaxRunningTurns
 	}
+	if l.MaxQueuedTurns != nil {
+		out.MaxQueuedTurns = *l.MaxQueuedTurns
+	}
 	switch {
 	case out.RequestsPerSecond < 0 || out.RequestsPerSecond > maxRequestsPerSecond:
 		return out, invalid("requestsPerSecond", "must be from 0 to %d (0 or null: the server's default)", maxRequestsPerSecond)
@@ -61,6 +71,8 @@ func (l Limits) validate() (store.TenantLimits, error) {
 		return out, invalid("burst", "must be at least 1 when requestsPerSecond is set: it is how many requests may come at once")
 	case out.MaxRunningTurns < 0 || out.MaxRunningTurns > maxRunningTurns:
 		return out, invalid("maxRunningTurns", "must be a whole number from 0 to %d (0 or null: the server's default)", maxRunningTurns)
+	case out.MaxQueuedTurns < 0 || out.MaxQueuedTurns > maxQueuedTurns:
+		return out, invalid("maxQueuedTurns", "must be a whole number from 0 to %d (0 or null: the server's default)", maxQueuedTurns)
 	}
 	return out, nil
 }
@@ -82,6 +94,7 @@ func (s *Service) SetLimits(ctx context.Context, name string, l Limits) (Limits,
 	}
 	s.audit(ctx, "limits.set", t, t.ID,
 		slog.Float64("requests_per_second", t.Limits.RequestsPerSecond),
-		slog.Int("burst", t.Limits.Burst), slog.Int("max_running_turns", t.Limits.MaxRunningTurns))
+		slog.Int("burst", t.Limits.Burst), slog.Int("max_running_turns", t.Limits.MaxRunningTurns),
+		slog.Int("max_queued_turns", t.Limits.MaxQueuedTurns))
 	return limitsOf(t.Limits), nil
 }

@@ -13,8 +13,8 @@ func TestAdminLimits(t *testing.T) {
 	tn := f.tenant("limits")
 	path := "/tenants/" + tn.Name + "/limits"
 
-	r := f.admin("PUT", path, map[string]any{"requestsPerSecond": 2.5, "burst": 5, "maxRunningTurns": 3}).expect(t, http.StatusOK)
-	if got := string(r.body); got != `{"requestsPerSecond":2.5,"burst":5,"maxRunningTurns":3}`+"\n" {
+	r := f.admin("PUT", path, map[string]any{"requestsPerSecond": 2.5, "burst": 5, "maxRunningTurns": 3, "maxQueuedTurns": 40}).expect(t, http.StatusOK)
+	if got := string(r.body); got != `{"requestsPerSecond":2.5,"burst":5,"maxRunningTurns":3,"maxQueuedTurns":40}`+"\n" {
 		t.Errorf("PUT answered %s", got)
 	}
 	var got admin.Tenant
@@ -23,17 +23,17 @@ func TestAdminLimits(t *testing.T) {
 		t.Errorf("tenant %+v", got.Limits)
 	}
 	st, err := f.st.TenantGet(t.Context(), tn.ID)
-	if err != nil || st.Limits.MaxRunningTurns != 3 {
+	if err != nil || st.Limits.MaxRunningTurns != 3 || st.Limits.MaxQueuedTurns != 40 {
 		t.Errorf("stored %+v, %v", st.Limits, err)
 	}
 
 	// A PUT replaces: what it leaves out (or sets to null or 0) is the
 	// server's default again.
 	r = f.admin("PUT", path, map[string]any{"maxRunningTurns": 7, "burst": 0, "requestsPerSecond": nil}).expect(t, http.StatusOK)
-	if got := string(r.body); got != `{"requestsPerSecond":null,"burst":null,"maxRunningTurns":7}`+"\n" {
+	if got := string(r.body); got != `{"requestsPerSecond":null,"burst":null,"maxRunningTurns":7,"maxQueuedTurns":null}`+"\n" {
 		t.Errorf("PUT answered %s", got)
 	}
-	if got := string(f.admin("GET", path, nil).expect(t, http.StatusOK).body); got != `{"requestsPerSecond":null,"burst":null,"maxRunningTurns":7}`+"\n" {
+	if got := string(f.admin("GET", path, nil).expect(t, http.StatusOK).body); got != `{"requestsPerSecond":null,"burst":null,"maxRunningTurns":7,"maxQueuedTurns":null}`+"\n" {
 		t.Errorf("GET limits %s", got)
 	}
 	f.admin("PUT", path, map[string]any{}).expect(t, http.StatusOK)
@@ -49,6 +49,8 @@ func TestAdminLimits(t *testing.T) {
 		{map[string]any{"burst": 2.5}, "burst", "number"},
 		{map[string]any{"maxRunningTurns": -1}, "maxRunningTurns", "from 0"},
 		{map[string]any{"maxRunningTurns": 1e9}, "maxRunningTurns", "from 0"},
+		{map[string]any{"maxQueuedTurns": -1}, "maxQueuedTurns", "from 0"},
+		{map[string]any{"maxQueuedTurns": 1e9}, "maxQueuedTurns", "from 0"},
 		{map[string]any{"requestsPerSecond": "fast"}, "requestsPerSecond", "number"},
 		{map[string]any{"rps": 1}, "rps", "unknown field"},
 	} {

@@ -263,7 +263,7 @@ func (h *Handler) waitPrevious(ctx context.Context, ref store.TurnRef) bool {
 			return true
 		case err != nil:
 			return false
-		case turn.Status != store.TurnRunning:
+		case turn.Status.Ended():
 			return true
 		}
 	}
