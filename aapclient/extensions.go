@@ -19,6 +19,8 @@ import (
 
 // Turn statuses of TurnInfo.Status.
 const (
+	// TurnQueued is a background turn waiting for a worker (background.go).
+	TurnQueued      = "queued"
 	TurnRunning     = "running"
 	TurnCompleted   = "completed"
 	TurnFailed      = "failed"
@@ -43,7 +45,15 @@ type TurnInfo struct {
 	UpdatedAt  time.Time  `json:"updatedAt"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 	DurationMs *int64     `json:"durationMs,omitempty"`
+	// Background is true for a turn started by StartBackgroundTurn.
+	Background bool `json:"background,omitempty"`
+	// Attempts counts the server's workers that began the turn: 0 while it
+	// is queued, more than 1 once another replica resumed it.
+	Attempts int `json:"attempts"`
 }
+
+// Ended reports whether the turn has ended (neither queued nor running).
+func (t TurnInfo) Ended() bool { return t.Status != TurnQueued && t.Status != TurnRunning }
 
 // Usage counts a turn's model tokens.
 type Usage struct {

@@ -65,7 +65,7 @@ func newMetrics(cfg metricsConfig) *metrics {
 		}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aapd_rejections_total",
-			Help: "Requests refused for want of capacity or of the session, by cause: busy and compacting (409), rate_limited, running_turns_limit and fair_share (429), saturated and unavailable (503).",
+			Help: "Requests refused for want of capacity or of the session, by cause: busy and compacting (409), rate_limited, running_turns_limit, fair_share and queue_full (429), saturated and unavailable (503).",
 		}, []string{"cause"}),
 	}
 	running := cfg.running
@@ -97,6 +97,7 @@ var rejectionCauses = map[string]string{
 	probRateLimited.slug: "rate_limited",
 	probTurnLimit.slug:   "running_turns_limit",
 	probFairShare.slug:   "fair_share",
+	probQueueFull.slug:   "queue_full",
 	probOverloaded.slug:  "saturated",
 	probUnavailable.slug: "unavailable",
 }

@@ -79,6 +79,7 @@ var (
 	probRateLimited  = kind{"rate-limited", "Too many requests", http.StatusTooManyRequests}
 	probTurnLimit    = kind{"running-turns-limit", "Too many running turns", http.StatusTooManyRequests}
 	probFairShare    = kind{"fair-share", "Over the fair share of busy workers", http.StatusTooManyRequests}
+	probQueueFull    = kind{"queue-full", "Too many queued turns", http.StatusTooManyRequests}
 	probOverloaded   = kind{"overloaded", "Server busy", http.StatusServiceUnavailable}
 	probUnavailable  = kind{"unavailable", "Service unavailable", http.StatusServiceUnavailable}
 	probInternal     = kind{"internal", "Internal server error", http.StatusInternalServerError}
@@ -104,6 +105,7 @@ func toProblem(err error) (p *Problem, internal bool) {
 		tooBig    *http.MaxBytesError
 		slow      *bodyTimeoutError
 		turnLimit *agents.TurnLimitError
+		queueFull *store.QueueFullError
 	)
 	switch {
 	case errors.As(err, &prob):
@@ -135,6 +137,10 @@ func toProblem(err error) (p *Problem, internal bool) {
 	case errors.As(err, &turnLimit):
 		p = probTurnLimit.with("this tenant already runs %d turns on this replica, as many as its limit allows; retry when one has ended", turnLimit.Limit)
 		p.retryAfter = 1
+		return p, false
+	case errors.As(err, &queueFull):
+		p = probQueueFull.with("this tenant has %d background turns waiting for a worker, as many as its limit (maxQueuedTurns) allows; retry when fewer wait", queueFull.Limit)
+		p.retryAfter = 5
 		return p, false
 	case errors.Is(err, agents.ErrOverFairShare):
 		p = probFairShare.with("every turn worker is busy and this tenant already holds its fair share of them; retry shortly")

@@ -48,7 +48,7 @@ func (c *client) waitTurn(sid, turnID string) aapclient.TurnInfo {
 	var info aapclient.TurnInfo
 	waitFor(c.t, "turn "+turnID+" to end", 20*time.Second, func() bool {
 		info = c.turnInfo(sid, turnID)
-		return info.Status != "running"
+		return info.Ended()
 	})
 	return info
 }

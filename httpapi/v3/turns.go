@@ -43,15 +43,19 @@ func (d *Door) postTurn(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return &aap.Error{Field: "stream", Msg: `unknown stream mode "` + string(req.Stream) + `" (want "none", "delta" or "message")`}
 	}
+	p := agents.StartParams{
+		TenantID: httpapi.TenantOf(r), SessionID: id, Owner: httpapi.OwnerOf(r), Request: req,
+		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()),
+	}
+	if respondAsync(r) {
+		return d.startBackground(w, r, p)
+	}
 	start := d.cfg.Runner.Start
 	if req.Mode() == aap.StreamNone {
 		// The request waits for the end anyway: the turn runs on its goroutine.
 		start = d.cfg.Runner.Run
 	}
-	h, err := start(r.Context(), agents.StartParams{
-		TenantID: httpapi.TenantOf(r), SessionID: id, Owner: httpapi.OwnerOf(r), Request: req,
-		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()),
-	})
+	h, err := start(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -87,6 +91,12 @@ type TurnInfo struct {
 	UpdatedAt  time.Time  `json:"updatedAt"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 	DurationMs *int64     `json:"durationMs,omitempty"`
+	// Background is true for a turn started with Prefer: respond-async
+	// (docs/background.md).
+	Background bool `json:"background,omitempty"`
+	// Attempts counts the workers that began the turn: 0 while it is
+	// queued, more than 1 once it was resumed after its process died.
+	Attempts int `json:"attempts"`
 }
 
 func turnInfo(t store.Turn) TurnInfo {
@@ -95,6 +105,7 @@ func turnInfo(t store.Turn) TurnInfo {
 		StopReason: t.StopReason, Error: t.TurnError(), IdempotencyKey: t.IdempotencyKey,
 		Usage:     agents.Usage{InputTokens: t.InputTokens, OutputTokens: t.OutputTokens},
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.CreatedAt.UTC(), FinishedAt: t.FinishedAt,
+		Background: t.Background, Attempts: t.Attempts,
 	}
 	if t.FinishedAt != nil {
 		info.UpdatedAt = t.FinishedAt.UTC()
@@ -219,16 +230,21 @@ func (d *Door) cancelTurn(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ref := t.Ref()
-	if t.Status == store.TurnRunning {
+	if !t.Status.Ended() {
 		if t, err = d.cfg.Store.TurnRequestCancel(r.Context(), ref); err != nil {
 			return err
 		}
 		d.cfg.Runner.Cancel(t.ID)
 	}
 	deadline := time.Now().Add(cancelWait)
-	for t.Status == store.TurnRunning {
-		// A turn whose process is gone is stopped here and now.
-		if _, err := d.cfg.Store.TurnInterruptIfDead(r.Context(), ref); err != nil {
+	for !t.Status.Ended() {
+		// A turn whose process is gone is stopped here and now; so is a
+		// background turn no worker runs (queued, or its process gone).
+		end := d.cfg.Store.TurnInterruptIfDead
+		if t.Background {
+			end = d.cfg.Store.TurnCancelUnowned
+		}
+		if _, err := end(r.Context(), ref); err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {
