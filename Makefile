@@ -9,7 +9,7 @@ ADDR ?= :8080
 # stops and says what to do.
 LOCAL_TEST_DATABASE_URL = postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: run test test-citus build lint bench
+.PHONY: run test test-citus test-faults-background build lint bench
 
 # Where make build (and so make run) puts the binary.
 BIN ?= bin/aapd
@@ -66,6 +66,11 @@ test-citus:
 # the tree has changes. The Go toolchain records it too, but only from a
 # .git directory: not in a git worktree (.git a file), nor for go run.
 REVISION = $(shell r=$$(git rev-parse HEAD 2>/dev/null) && { test -z "$$(git status --porcelain 2>/dev/null)" || r=$$r-modified; echo $$r; })
+
+## test-faults-background: the full fault run of background turns: two replicas, 1,000 background turns, each replica SIGKILLed twice and PostgreSQL restarted twice (docs/background.md); make test runs a short one
+test-faults-background:
+	TEST_DATABASE_URL="$${TEST_DATABASE_URL:-$(LOCAL_TEST_DATABASE_URL)}" AAPD_FAULTS=full \
+	  go test -count=1 -timeout 30m -run '^TestBackgroundTurnsUnderFaults$$' -v ./cmd/aapd/
 
 ## build: build bin/aapd, stamped with its VCS revision
 build:

@@ -7,7 +7,7 @@
 //
 //	/think TEXT        think TEXT before answering
 //	/tool NAME [JSON]  call tool NAME with input JSON (one line per call; several lines call in parallel)
-//	/slow MS           wait MS milliseconds before each streamed piece
+//	/slow MS           wait MS milliseconds before each streamed piece (of the report of tool results too)
 //	/words N           answer with N numbered words (a long answer)
 //	/options           answer with the session's option values (secrets as "set"/"unset")
 //	/refuse            refuse (stop reason "refusal")
@@ -101,6 +101,7 @@ func (Model) Generate(ctx context.Context, req agents.ModelRequest, out func(age
 	last := req.Messages[len(req.Messages)-1].Message
 	switch last.Role {
 	case aap.RoleTool:
+		g.delay = slowOf(req.Messages)
 		return g.answer(reportResults(req.Messages), aap.StopEndTurn)
 	case aap.RoleUser:
 		return g.follow(last.Content, req.Options)
@@ -261,6 +262,26 @@ func newCallID() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return "call_" + hex.EncodeToString(b)
+}
+
+// slowOf is the delay the last user message asks for (/slow), which the
+// report of its tool calls' results keeps: a turn of several steps is slow
+// in each.
+func slowOf(msgs []agents.Message) time.Duration {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i].Message
+		if m.Role != aap.RoleUser {
+			continue
+		}
+		for _, line := range strings.Split(m.Content.PlainText(), "\n") {
+			if directive, arg, _ := strings.Cut(strings.TrimSpace(line), " "); directive == "/slow" {
+				ms, _ := strconv.Atoi(strings.TrimSpace(arg))
+				return time.Duration(ms) * time.Millisecond
+			}
+		}
+		return 0
+	}
+	return 0
 }
 
 // reportResults describes the tool results that follow the last assistant
