@@ -13,6 +13,10 @@
 // had started (its first byte arrived): how fast the server takes on a
 // sudden crowd of long turns.
 //
+// With -background, every turn is a background turn (Prefer: respond-async):
+// the first latency is then the 202 answer's, and the turn's end is waited
+// for (aapclient.WaitTurn) before the session's next turn.
+//
 // Results of reference runs are in docs/benchmarks.md.
 package main
 
@@ -27,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,6 +50,7 @@ func main() {
 		stream      = flag.String("stream", "delta", "stream mode: none, delta or message")
 		message     = flag.String("message", "/words 50", "user message of every turn")
 		burst       = flag.Bool("burst", false, "create every session first, then start one turn on each at once")
+		background  = flag.Bool("background", false, "send background turns (Prefer: respond-async) and wait for each one's end")
 	)
 	flag.Parse()
 	if *key == "" {
@@ -68,10 +74,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "aapdload:", err)
 		os.Exit(2)
 	}
-	l := &load{client: client, agent: *agent, stream: aap.StreamMode(*stream), message: *message}
+	l := &load{client: client, agent: *agent, stream: aap.StreamMode(*stream), message: *message, background: *background}
 	if *burst {
 		res, elapsed := l.burst(ctx, *sessions, *concurrency)
-		res.print(os.Stdout, elapsed, *sessions, 1, *sessions, *stream)
+		res.print(os.Stdout, elapsed, *sessions, 1, *sessions, l.mode())
 		if len(res.firstEvent) > 0 {
 			fmt.Fprintf(os.Stdout, "burst: %d of %d turns started, the last %s after the burst began\n",
 				len(res.firstEvent), *sessions, slices.Max(res.firstEvent).Round(time.Millisecond))
@@ -86,7 +92,7 @@ func main() {
 	stopProgress := res.progress(os.Stderr, start, *sessions**turns, time.Second)
 	l.run(ctx, res, *sessions, *turns, *concurrency)
 	stopProgress()
-	res.print(os.Stdout, time.Since(start), *sessions, *turns, *concurrency, *stream)
+	res.print(os.Stdout, time.Since(start), *sessions, *turns, *concurrency, l.mode())
 	if len(res.errors) > 0 {
 		os.Exit(1)
 	}
@@ -96,6 +102,15 @@ type load struct {
 	client         *aapclient.Client
 	agent, message string
 	stream         aap.StreamMode
+	background     bool
+}
+
+// mode names the turns' mode in the report.
+func (l *load) mode() string {
+	if l.background {
+		return string(l.stream) + " (background)"
+	}
+	return string(l.stream)
 }
 
 // result collects what the run measured.
@@ -203,6 +218,9 @@ func (l *load) createSession(ctx context.Context) (string, error) {
 func (l *load) turn(ctx context.Context, sid string) (first, total time.Duration, err error) {
 	start := time.Now()
 	req := aap.TurnRequest{Stream: l.stream, Messages: []aap.Message{aap.UserMessage(l.message)}}
+	if l.background {
+		return l.backgroundTurn(ctx, sid, req, start)
+	}
 	if l.stream == aap.StreamNone {
 		var firstByte time.Duration
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
@@ -236,6 +254,24 @@ func (l *load) turn(ctx context.Context, sid string) (first, total time.Duration
 		return 0, 0, errors.New("turn: stopReason error")
 	}
 	return first, total, nil
+}
+
+// backgroundTurn starts a background turn, timing the 202 answer, and
+// waits for the turn's end.
+func (l *load) backgroundTurn(ctx context.Context, sid string, req aap.TurnRequest, start time.Time) (first, total time.Duration, err error) {
+	bt, err := l.client.StartBackgroundTurn(ctx, sid, req)
+	if err != nil {
+		return 0, 0, fmt.Errorf("turn: %w", err)
+	}
+	first = time.Since(start)
+	info, err := l.client.WaitTurn(ctx, sid, bt.TurnID)
+	if err != nil {
+		return 0, 0, fmt.Errorf("turn %s: %w", bt.TurnID, err)
+	}
+	if info.Status != aapclient.TurnCompleted || info.StopReason == aap.StopError {
+		return 0, 0, fmt.Errorf("turn %s: %s, stop reason %q", bt.TurnID, info.Status, info.StopReason)
+	}
+	return first, time.Since(start), nil
 }
 
 // progress writes a line of throughput and latency to w every interval
@@ -283,7 +319,7 @@ func (r *result) print(w io.Writer, elapsed time.Duration, sessions, turns, conc
 	for _, row := range []struct {
 		name string
 		d    []time.Duration
-	}{{"first byte", r.firstEvent}, {"whole turn", r.turn}} {
+	}{{firstName(stream), r.firstEvent}, {"whole turn", r.turn}} {
 		if len(row.d) == 0 {
 			continue
 		}
@@ -298,6 +334,15 @@ func (r *result) print(w io.Writer, elapsed time.Duration, sessions, turns, conc
 		}
 		fmt.Fprintln(w, "error:", e)
 	}
+}
+
+// firstName names the first latency of a report: a background turn's
+// first answer is its 202.
+func firstName(mode string) string {
+	if strings.HasSuffix(mode, "(background)") {
+		return "202 answer"
+	}
+	return "first byte"
 }
 
 func pct(d []time.Duration, p int) time.Duration {
