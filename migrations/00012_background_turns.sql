@@ -2,6 +2,18 @@
 -- Background turns (docs/background.md): turns nobody waits on, queued when
 -- every worker is busy and resumed by another process when theirs dies.
 
+-- On Citus, DDL on a reference table (tenants) and on distributed ones in
+-- one transaction must run over one connection per node.
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
 -- A background turn is resumed, never interrupted, when its process dies
 -- (docs/durability.md); attempts counts the workers that began it: 0 while
 -- it waits in the queue, 1 once a worker runs it, one more at each
@@ -12,8 +24,10 @@ ALTER TABLE turns ADD COLUMN background boolean NOT NULL DEFAULT false;
 ALTER TABLE turns ADD COLUMN attempts integer NOT NULL DEFAULT 1;
 
 -- How many background turns a tenant may have waiting for a worker; NULL is
--- the server's default (--max-queued-turns).
-ALTER TABLE tenants ADD COLUMN max_queued_turns integer CHECK (max_queued_turns > 0);
+-- the server's default (--max-queued-turns). (The check is a statement of
+-- its own: Citus adds no column with a constraint to a reference table.)
+ALTER TABLE tenants ADD COLUMN max_queued_turns integer;
+ALTER TABLE tenants ADD CONSTRAINT tenants_max_queued_turns_check CHECK (max_queued_turns > 0);
 
 -- The durable queue: one row for each background turn that has not ended,
 -- written in the transaction that claims the turn and deleted in the one
