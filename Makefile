@@ -62,15 +62,15 @@ test-citus:
 	$(MAKE) --no-print-directory interop-deps
 	TEST_DATABASE_URL="$$CITUS_URL" go test -race -count=1 -timeout 15m ./store/... ./cmd/aapd/...
 
-# The VCS revision make build stamps into the binary, with -modified when
-# the tree has changes. The Go toolchain records it too, but only from a
-# .git directory: not in a git worktree (.git a file), nor for go run.
-REVISION = $(shell r=$$(git rev-parse HEAD 2>/dev/null) && { test -z "$$(git status --porcelain 2>/dev/null)" || r=$$r-modified; echo $$r; })
-
 ## test-faults-background: the full fault run of background turns: two replicas, 1,000 background turns, each replica SIGKILLed twice and PostgreSQL restarted twice (docs/background.md); make test runs a short one
 test-faults-background:
 	TEST_DATABASE_URL="$${TEST_DATABASE_URL:-$(LOCAL_TEST_DATABASE_URL)}" AAPD_FAULTS=full \
 	  go test -count=1 -timeout 30m -run '^TestBackgroundTurnsUnderFaults$$' -v ./cmd/aapd/
+
+# The VCS revision make build stamps into the binary, with -modified when
+# the tree has changes. The Go toolchain records it too, but only from a
+# .git directory: not in a git worktree (.git a file), nor for go run.
+REVISION = $(shell r=$$(git rev-parse HEAD 2>/dev/null) && { test -z "$$(git status --porcelain 2>/dev/null)" || r=$$r-modified; echo $$r; })
 
 ## build: build bin/aapd, stamped with its VCS revision
 build:
