@@ -131,6 +131,26 @@ func (s *Store) CompactionApply(ctx context.Context, p CompactionApplyParams) (C
 		if version != p.BaseVersion {
 			return ErrCompactionConflict
 		}
+		if err := tx.QueryRow(ctx, `
+			INSERT INTO compactions (tenant_id, session_id, trigger, strategy, from_seq, to_seq,
+				messages_before, messages_after, tokens_before, tokens_after)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id, created_at`,
+			p.TenantID, p.SessionID, rec.Trigger, rec.Strategy, rec.FromSeq, rec.ToSeq,
+			rec.MessagesBefore, rec.MessagesAfter, rec.TokensBefore, rec.TokensAfter).Scan(&rec.ID, &rec.CreatedAt); err != nil {
+			return interpretError(err)
+		}
+		// What the rewrite replaces is kept (compaction_replaced), so that
+		// a fork at an earlier point finds the compacted history as it
+		// stood there (fork.go). The source's own tenant_id column feeds
+		// the insert: on Citus the statement stays on the tenant's shard.
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO compaction_replaced (tenant_id, session_id, compaction_id, seq, source_seq, message, extra)
+			SELECT tenant_id, session_id, $4, seq, source_seq,
+				CASE WHEN source_seq IS NULL THEN message END, CASE WHEN source_seq IS NULL THEN extra END
+			FROM compacted_messages WHERE tenant_id = $1 AND session_id = $2 AND seq <= $3`,
+			p.TenantID, p.SessionID, p.UpTo, rec.ID); err != nil {
+			return interpretError(err)
+		}
 		if _, err := tx.Exec(ctx, `DELETE FROM compacted_messages WHERE tenant_id = $1 AND session_id = $2 AND seq <= $3`,
 			p.TenantID, p.SessionID, p.UpTo); err != nil {
 			return interpretError(err)
@@ -171,17 +191,10 @@ func (s *Store) CompactionApply(ctx context.Context, p CompactionApplyParams) (C
 				return interpretError(err)
 			}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE sessions SET compaction_version = compaction_version + 1,
+		_, err := tx.Exec(ctx, `UPDATE sessions SET compaction_version = compaction_version + 1,
 			reported_tokens = NULL, reported_upto_seq = NULL WHERE tenant_id = $1 AND id = $2`,
-			p.TenantID, p.SessionID); err != nil {
-			return interpretError(err)
-		}
-		return interpretError(tx.QueryRow(ctx, `
-			INSERT INTO compactions (tenant_id, session_id, trigger, strategy, from_seq, to_seq,
-				messages_before, messages_after, tokens_before, tokens_after)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id, created_at`,
-			p.TenantID, p.SessionID, rec.Trigger, rec.Strategy, rec.FromSeq, rec.ToSeq,
-			rec.MessagesBefore, rec.MessagesAfter, rec.TokensBefore, rec.TokensAfter).Scan(&rec.ID, &rec.CreatedAt))
+			p.TenantID, p.SessionID)
+		return interpretError(err)
 	})
 	if err != nil {
 		return Compaction{}, fmt.Errorf("apply compaction to %s: %w", p.SessionID, err)

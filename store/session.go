@@ -47,6 +47,10 @@ type Session struct {
 	// Version is the version of the row SessionCreate wrote (see
 	// TurnBeginParams.Known); zero elsewhere, and for a replayed creation.
 	Version SessionVersion
+	// ForkedFrom names the session this one was forked from (SessionFork),
+	// nil for one that is not a fork. Only SessionGetOwned, SessionList
+	// and SessionFork fill it.
+	ForkedFrom *ForkOrigin
 }
 
 // Session statuses, as Status reports them.
@@ -304,12 +308,19 @@ const sessionColumns = `tenant_id::text, id, agent_name, agent_tools, options, s
 // sessionReadColumns are sessionColumns and the session's claim (its lease
 // and the instance holding it), for the reads that show a session: whether
 // a live turn holds it (Session.TurnLive) is judged by markLiveTurns.
-const sessionReadColumns = sessionColumns + `, lease_expires_at, lease_owner`
+const sessionReadColumns = sessionColumns + `, lease_expires_at, lease_owner, forked_from, forked_at`
 
 // scanSessionRead scans a row of sessionReadColumns.
 func (s *Store) scanSessionRead(row interface{ Scan(...any) error }) (Session, claimRead, error) {
-	var c claimRead
-	sess, err := s.scanSessionWith(row, &c.lease, &c.owner)
+	var (
+		c          claimRead
+		forkedFrom *string
+		forkedAt   *int64
+	)
+	sess, err := s.scanSessionWith(row, &c.lease, &c.owner, &forkedFrom, &forkedAt)
+	if err == nil && forkedFrom != nil && forkedAt != nil {
+		sess.ForkedFrom = &ForkOrigin{SessionID: *forkedFrom, Messages: *forkedAt}
+	}
 	return sess, c, err
 }
 

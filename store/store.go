@@ -39,6 +39,10 @@ type Config struct {
 	// TracerProvider, when set, traces every statement with OpenTelemetry
 	// inside the trace of the request or turn that sent it (trace.go).
 	TracerProvider trace.TracerProvider
+	// Notices, when set, receives the text of every notice the database
+	// sends: tests on Citus read, with citus.log_remote_commands on, which
+	// worker each statement went to and how a transaction committed.
+	Notices func(text string)
 }
 
 // Store is aapd's database. It is safe for concurrent use.
@@ -60,6 +64,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if t := queryTracer(cfg); t != nil {
 		pcfg.ConnConfig.Tracer = t
+	}
+	if cfg.Notices != nil {
+		pcfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+			cfg.Notices(n.Message + "\n" + n.Detail)
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
