@@ -141,13 +141,26 @@ func (s *Store) CompactionApply(ctx context.Context, p CompactionApplyParams) (C
 		}
 		// What the rewrite replaces is kept (compaction_replaced), so that
 		// a fork at an earlier point finds the compacted history as it
-		// stood there (fork.go). The source's own tenant_id column feeds
-		// the insert: on Citus the statement stays on the tenant's shard.
+		// stood there (fork.go): the rows compaction wrote whole, the
+		// copies of full-history messages as runs (consecutive seqs
+		// copying consecutive messages: the islands of seq - source_seq).
+		// The source's own tenant_id column feeds each insert: on Citus it
+		// stays on the tenant's shard.
 		if _, err := tx.Exec(ctx, `
-			INSERT INTO compaction_replaced (tenant_id, session_id, compaction_id, seq, source_seq, message, extra)
-			SELECT tenant_id, session_id, $4, seq, source_seq,
-				CASE WHEN source_seq IS NULL THEN message END, CASE WHEN source_seq IS NULL THEN extra END
-			FROM compacted_messages WHERE tenant_id = $1 AND session_id = $2 AND seq <= $3`,
+			INSERT INTO compaction_replaced (tenant_id, session_id, compaction_id, seq, last_seq, source_seq)
+			SELECT tenant_id, session_id, $4, min(seq), max(seq), min(source_seq)
+			FROM (SELECT tenant_id, session_id, seq, source_seq,
+			             seq - row_number() OVER (PARTITION BY source_seq - seq ORDER BY seq) AS island
+			      FROM compacted_messages
+			      WHERE tenant_id = $1 AND session_id = $2 AND seq <= $3 AND source_seq IS NOT NULL) c
+			GROUP BY tenant_id, session_id, source_seq - seq, island`,
+			p.TenantID, p.SessionID, p.UpTo, rec.ID); err != nil {
+			return interpretError(err)
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO compaction_replaced (tenant_id, session_id, compaction_id, seq, last_seq, message, extra)
+			SELECT tenant_id, session_id, $4, seq, seq, message, extra
+			FROM compacted_messages WHERE tenant_id = $1 AND session_id = $2 AND seq <= $3 AND source_seq IS NULL`,
 			p.TenantID, p.SessionID, p.UpTo, rec.ID); err != nil {
 			return interpretError(err)
 		}

@@ -635,3 +635,138 @@ func TestForkStaysOnTheTenantsShardOnCitus(t *testing.T) {
 		return err
 	})
 }
+
+// A fork reads the history it inherits where it is; deleting the session
+// it came from first gives it its own copy, so its history never changes.
+// A fork of a fork that ran turns of its own reads each part from the
+// session that wrote it, through any deletion of either.
+func TestForkKeepsItsHistoryWhenItsSourcesAreDeleted(t *testing.T) {
+	st := storetest.Open(t)
+	tn := storetest.NewTenant(t, st)
+	ctx := context.Background()
+	origin, _ := buildLongConversation(t, st, tn.ID)
+	first, err := origin.fork(atMessage(20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := &conversation{t: t, st: st, tenant: tn.ID, id: first.ID, lastSeq: 20}
+	mid.turn([]aap.Message{aap.UserMessage("mid q")}, []aap.Message{aap.AssistantMessage(aap.ContentBlock{Type: aap.BlockText, Text: "mid a"})}, nil)
+	second, err := st.SessionFork(ctx, store.SessionForkParams{TenantID: tn.ID, SessionID: first.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	third, err := st.SessionFork(ctx, store.SessionForkParams{TenantID: tn.ID, SessionID: second.ID, Point: atMessage(21)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{}
+	wantCompacted := map[string][]string{}
+	for _, id := range []string{first.ID, second.ID, third.ID} {
+		want[id] = fullTexts(t, st, tn.ID, id)
+		h, _ := st.History(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: id, Type: aap.HistoryCompacted})
+		wantCompacted[id] = compactedTexts(h)
+	}
+	if len(want[second.ID]) != 22 || want[second.ID][21] != "22:mid a" || len(want[third.ID]) != 21 {
+		t.Fatalf("forks of the fork: %q, %q", want[second.ID], want[third.ID])
+	}
+	check := func(when string, ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if got := fullTexts(t, st, tn.ID, id); !reflect.DeepEqual(got, want[id]) {
+				t.Errorf("%s: full history of %s\n%q\nwant\n%q", when, id, got, want[id])
+			}
+			var streamed []string
+			if err := st.HistoryEach(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: id, Type: aap.HistoryFull}, func(seq int64, m json.RawMessage) error {
+				var msg aap.Message
+				err := json.Unmarshal(m, &msg)
+				streamed = append(streamed, fmt.Sprintf("%d:%s", seq, msg.Content.PlainText()))
+				return err
+			}); err != nil || !reflect.DeepEqual(streamed, want[id]) {
+				t.Errorf("%s: streamed full history of %s: %q, %v", when, id, streamed, err)
+			}
+			h, _ := st.History(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: id, Type: aap.HistoryCompacted})
+			if got := compactedTexts(h); !reflect.DeepEqual(got, wantCompacted[id]) {
+				t.Errorf("%s: compacted history of %s changed", when, id)
+			}
+		}
+	}
+	if _, err := st.SessionDelete(ctx, tn.ID, origin.id); err != nil {
+		t.Fatal(err)
+	}
+	check("the origin deleted", first.ID, second.ID, third.ID)
+	if _, err := st.SessionDelete(ctx, tn.ID, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	check("the first fork deleted", second.ID, third.ID)
+	// A fork made now still forks at any point.
+	fourth, err := st.SessionFork(ctx, store.SessionForkParams{TenantID: tn.ID, SessionID: third.ID, Point: atMessage(10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fullTexts(t, st, tn.ID, fourth.ID); !reflect.DeepEqual(got, want[third.ID][:10]) {
+		t.Errorf("fork after deletions: %q", got)
+	}
+	// Nothing names a deleted session.
+	var dangling int
+	storetest.Scan(t, storetest.URL(t), `SELECT count(*) FROM inherited_messages i WHERE tenant_id = $1
+		AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.tenant_id = i.tenant_id AND s.id = i.source_session_id)`, []any{tn.ID}, &dangling)
+	if dangling != 0 {
+		t.Errorf("%d inherited ranges name a deleted session", dangling)
+	}
+}
+
+// Forks and deletions of their sources racing: every fork that was made
+// has its whole history, whichever committed first.
+func TestForksRacingDeletionsOfTheirSources(t *testing.T) {
+	st := storetest.Open(t)
+	tn := storetest.NewTenant(t, st)
+	ctx := context.Background()
+	seed := make([]aap.Message, 50)
+	for i := range seed {
+		seed[i] = aap.UserMessage(fmt.Sprintf("m%d", i+1))
+	}
+	for round := range 10 {
+		origin := newConversation(t, st, tn.ID, store.SessionCreateParams{}, seed...)
+		mid, err := origin.fork(atMessage(40))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var (
+			wg    sync.WaitGroup
+			forks = make(chan string, 8)
+		)
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f, err := st.SessionFork(ctx, store.SessionForkParams{TenantID: tn.ID, SessionID: mid.ID, Point: atMessage(30)})
+				if err == nil {
+					forks <- f.ID
+				} else if !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("round %d: fork: %v", round, err)
+				}
+			}()
+		}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if _, err := st.SessionDelete(ctx, tn.ID, origin.id); err != nil {
+				t.Errorf("round %d: delete the origin: %v", round, err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := st.SessionDelete(ctx, tn.ID, mid.ID); err != nil {
+				t.Errorf("round %d: delete the fork: %v", round, err)
+			}
+		}()
+		wg.Wait()
+		close(forks)
+		for id := range forks {
+			got := fullTexts(t, st, tn.ID, id)
+			if len(got) != 30 || got[0] != "1:m1" || got[29] != "30:m30" {
+				t.Errorf("round %d: a fork made during the deletions has %q", round, got)
+			}
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/aapd/aapd/aap"
 )
 
@@ -156,49 +158,76 @@ type HistoryParams struct {
 // is served without holding it in memory. It does not check that the session
 // exists.
 func (s *Store) HistoryEach(ctx context.Context, p HistoryParams, fn func(seq int64, message json.RawMessage) error) error {
-	table := "messages"
-	if p.Type == aap.HistoryCompacted {
-		table = "compacted_messages"
-	}
-	rows, err := s.pool.Query(ctx, `SELECT seq, message::text FROM `+table+`
-		WHERE tenant_id = $1 AND session_id = $2 ORDER BY seq`, p.TenantID, p.SessionID)
-	if err != nil {
-		return fmt.Errorf("read %s history of %s: %w", p.Type, p.SessionID, interpretError(err))
-	}
-	defer rows.Close()
 	var (
 		seq  int64
 		body []byte
 	)
+	var err error
+	if p.Type == aap.HistoryCompacted {
+		err = eachRow(ctx, s.pool, `SELECT seq, message::text FROM compacted_messages
+			WHERE tenant_id = $1 AND session_id = $2 ORDER BY seq`, []any{p.TenantID, p.SessionID}, func(rows pgx.Rows) error {
+			if err := rows.Scan(&seq, &body); err != nil {
+				return interpretError(err)
+			}
+			return fn(seq, body)
+		})
+	} else {
+		err = s.fullHistory(ctx, p.TenantID, p.SessionID, fullHistorySQL, func(_ piece, rows pgx.Rows) error {
+			var extra *string
+			if err := rows.Scan(&seq, &body, &extra); err != nil {
+				return interpretError(err)
+			}
+			return fn(seq, body)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("read %s history of %s: %w", p.Type, p.SessionID, err)
+	}
+	return nil
+}
+
+// fullHistorySQL reads a piece of a full history (fullHistoryPieces).
+const fullHistorySQL = `SELECT seq, message::text, extra::text FROM messages
+	WHERE tenant_id = $1 AND session_id = $2 AND seq BETWEEN $3 AND $4 ORDER BY seq`
+
+// eachRow runs a query and calls fn with each of its rows.
+func eachRow(ctx context.Context, db dbtx, query string, args []any, fn func(pgx.Rows) error) error {
+	rows, err := db.Query(ctx, query, args...)
+	if err != nil {
+		return interpretError(err)
+	}
+	defer rows.Close()
 	for rows.Next() {
-		if err := rows.Scan(&seq, &body); err != nil {
-			return fmt.Errorf("read %s history of %s: %w", p.Type, p.SessionID, interpretError(err))
-		}
-		if err := fn(seq, body); err != nil {
+		if err := fn(rows); err != nil {
 			return err
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read %s history of %s: %w", p.Type, p.SessionID, interpretError(err))
-	}
-	return nil
+	return interpretError(rows.Err())
 }
 
 // History loads a whole history of a session, decoded. For the compacted
 // history this is what the model sees; the full history may be long, and is
 // better served with HistoryEach.
 func (s *Store) History(ctx context.Context, p HistoryParams) ([]StoredMessage, error) {
-	return history(ctx, s.pool, p)
+	if p.Type == aap.HistoryCompacted {
+		return history(ctx, s.pool, p)
+	}
+	var out []StoredMessage
+	err := s.fullHistory(ctx, p.TenantID, p.SessionID, fullHistorySQL, func(_ piece, rows pgx.Rows) error {
+		m, err := scanStoredMessage(rows, false)
+		out = append(out, m)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load %s history of %s: %w", p.Type, p.SessionID, err)
+	}
+	return out, nil
 }
 
+// history loads a compacted history.
 func history(ctx context.Context, db dbtx, p HistoryParams) ([]StoredMessage, error) {
-	query := `SELECT seq, seq, message::text, extra::text FROM messages
-		WHERE tenant_id = $1 AND session_id = $2 ORDER BY seq`
-	if p.Type == aap.HistoryCompacted {
-		query = `SELECT seq, coalesce(source_seq, 0), message::text, extra::text FROM compacted_messages
-		WHERE tenant_id = $1 AND session_id = $2 ORDER BY seq`
-	}
-	rows, err := db.Query(ctx, query, p.TenantID, p.SessionID)
+	rows, err := db.Query(ctx, `SELECT seq, coalesce(source_seq, 0), message::text, extra::text FROM compacted_messages
+		WHERE tenant_id = $1 AND session_id = $2 ORDER BY seq`, p.TenantID, p.SessionID)
 	if err != nil {
 		return nil, fmt.Errorf("load %s history of %s: %w", p.Type, p.SessionID, interpretError(err))
 	}
@@ -219,21 +248,38 @@ func scanHistory(rows interface {
 	defer rows.Close()
 	var out []StoredMessage
 	for rows.Next() {
-		var (
-			m     StoredMessage
-			body  []byte
-			extra *string
-		)
-		if err := rows.Scan(&m.Seq, &m.SourceSeq, &body, &extra); err != nil {
-			return nil, interpretError(err)
-		}
-		if err := json.Unmarshal(body, &m.Message); err != nil {
-			return nil, fmt.Errorf("decode message %d: %w", m.Seq, err)
-		}
-		if extra != nil {
-			m.Extra = json.RawMessage(*extra)
+		m, err := scanStoredMessage(rows, true)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, m)
 	}
 	return out, interpretError(rows.Err())
+}
+
+// scanStoredMessage scans a row of (seq, source_seq, message, extra), or of
+// (seq, message, extra) without a source seq (the full history's: its own).
+func scanStoredMessage(row interface{ Scan(...any) error }, withSource bool) (StoredMessage, error) {
+	var (
+		m     StoredMessage
+		body  []byte
+		extra *string
+		err   error
+	)
+	if withSource {
+		err = row.Scan(&m.Seq, &m.SourceSeq, &body, &extra)
+	} else {
+		err = row.Scan(&m.Seq, &body, &extra)
+		m.SourceSeq = m.Seq
+	}
+	if err != nil {
+		return StoredMessage{}, interpretError(err)
+	}
+	if err := json.Unmarshal(body, &m.Message); err != nil {
+		return StoredMessage{}, fmt.Errorf("decode message %d: %w", m.Seq, err)
+	}
+	if extra != nil {
+		m.Extra = json.RawMessage(*extra)
+	}
+	return m, nil
 }

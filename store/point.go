@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,8 +15,10 @@ import (
 // A point cuts a session's history: its first P full-history messages, and
 // everything of the session as it stood once the P-th was written. A fork
 // copies a session up to a point; an export writes one (the session's end,
-// or the end before a running turn). Both read the source in one
-// REPEATABLE READ transaction, so that what they copy is one state of it.
+// or the end before a running turn). Each reads its source as one state:
+// a fork with the source locked against compactions and deletions (FOR KEY
+// SHARE, which turns do not wait on), an export in a REPEATABLE READ
+// transaction.
 
 // ForkPoint says where a fork cuts its source. The zero value is the whole
 // session.
@@ -87,7 +88,12 @@ type sourceRow struct {
 	runningFirst int64
 	// compactions are the session's compactions, oldest first.
 	compactions []compactionBound
+	// ranges are the parts of its full history it inherits (inherited.go).
+	ranges []inheritedRange
 }
+
+// pieces returns the pieces of the source's full history up to seq.
+func (src *sourceRow) pieces(seq int64) []piece { return historyPieces(src.ID, src.ranges, seq) }
 
 // compactionBound is a compaction's id and the end of the range it
 // rewrote.
@@ -103,23 +109,22 @@ type cut struct {
 	carried, next int64
 }
 
-// beginPointRead opens the REPEATABLE READ, read-only-until-it-writes
-// transaction a point is read in.
-func (s *Store) beginPointRead(ctx context.Context) (pgx.Tx, error) {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-	if err != nil {
-		return nil, interpretError(err)
+// readSource reads the session a point cuts, its compactions and inherited
+// ranges, and whether a live turn runs on it, inside tx. ErrNotFound for
+// no such session of the tenant (and owner, when owner is set).
+//
+// With lock, the session and the sessions it inherits from are locked FOR
+// KEY SHARE until tx ends: no compaction rewrites its compacted history and
+// no deletion moves the rows it reads meanwhile, while its turns go on.
+// Without, tx must be REPEATABLE READ.
+func (s *Store) readSource(ctx context.Context, tx pgx.Tx, tenantID, owner, id string, lock bool) (*sourceRow, error) {
+	forShare := ""
+	if lock {
+		forShare = " FOR KEY SHARE"
 	}
-	return tx, nil
-}
-
-// readSource reads the session a point cuts, its compactions, and whether
-// a live turn runs on it, inside tx. ErrNotFound for no such session of
-// the tenant (and owner, when owner is set).
-func (s *Store) readSource(ctx context.Context, tx pgx.Tx, tenantID, owner, id string) (*sourceRow, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT `+sessionReadColumns+`, last_seq FROM sessions
-		WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)`, tenantID, id, owner)
+		WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)`+forShare, tenantID, id, owner)
 	b.Queue(`SELECT id, to_seq FROM compactions WHERE tenant_id = $1 AND session_id = $2 ORDER BY id`, tenantID, id)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
@@ -151,6 +156,9 @@ func (s *Store) readSource(ctx context.Context, tx pgx.Tx, tenantID, owner, id s
 	if err := br.Close(); err != nil {
 		return nil, interpretError(err)
 	}
+	if src.ranges, err = lockedRanges(ctx, tx, tenantID, id, lock); err != nil {
+		return nil, err
+	}
 	if src.ActiveTurnID == "" {
 		return &src, nil
 	}
@@ -167,6 +175,43 @@ func (s *Store) readSource(ctx context.Context, tx pgx.Tx, tenantID, owner, id s
 		src.runningFirst, err = src.lastSeq+1, nil
 	}
 	return &src, interpretError(err)
+}
+
+// lockedRanges reads the ranges a session inherits and, with lock, locks
+// the sessions holding them (FOR KEY SHARE). A source being deleted is
+// waited for; it has then copied its ranges into the session, which are
+// read again.
+func lockedRanges(ctx context.Context, tx pgx.Tx, tenantID, id string, lock bool) ([]inheritedRange, error) {
+	for attempt := 0; ; attempt++ {
+		ranges, err := inheritedRanges(ctx, tx, tenantID, id)
+		if err != nil || !lock || len(ranges) == 0 {
+			return ranges, err
+		}
+		var sources []string
+		for _, r := range ranges {
+			sources = append(sources, r.source)
+		}
+		var held int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM sessions WHERE tenant_id = $1 AND id = ANY($2) FOR KEY SHARE) s`,
+			tenantID, sources).Scan(&held); err != nil {
+			return nil, interpretError(err)
+		}
+		if held == len(uniq(sources)) {
+			return ranges, nil
+		}
+		if attempt == 3 {
+			return nil, fmt.Errorf("the sessions session %s inherits from kept being deleted: %w", id, ErrConflict)
+		}
+	}
+}
+
+// uniq returns the distinct strings of a list.
+func uniq(list []string) map[string]bool {
+	out := make(map[string]bool, len(list))
+	for _, s := range list {
+		out[s] = true
+	}
+	return out
 }
 
 // resolveFork finds the seq a fork's point names.
@@ -230,7 +275,7 @@ func cutAt(ctx context.Context, tx pgx.Tx, src *sourceRow, seq int64) (cut, erro
 		// The session's end: its pending calls are known exactly.
 		c.pending = src.Pending
 	} else {
-		open, err := openToolCalls(ctx, tx, src.TenantID, src.ID, seq)
+		open, err := openToolCalls(ctx, tx, src.TenantID, src.pieces(seq))
 		if err != nil {
 			return cut{}, err
 		}
@@ -264,30 +309,39 @@ func cutAt(ctx context.Context, tx pgx.Tx, src *sourceRow, seq int64) (cut, erro
 	return c, nil
 }
 
-// openToolCalls returns the ids of the tool calls unanswered after the
-// first seq messages of a session's full history. Every call is answered
-// before the next assistant message (by its result, a denial, or the
-// server closing it), so only the last assistant message up to seq and the
-// messages after it are read.
-func openToolCalls(ctx context.Context, tx pgx.Tx, tenantID, sessionID string, seq int64) ([]string, error) {
-	rows, err := tx.Query(ctx, `
-		SELECT message::text FROM messages
-		WHERE tenant_id = $1 AND session_id = $2 AND seq <= $3
-		  AND seq >= coalesce((SELECT max(seq) FROM messages
-		                       WHERE tenant_id = $1 AND session_id = $2 AND seq <= $3 AND message->>'role' = 'assistant'), $3 + 1)
-		ORDER BY seq`, tenantID, sessionID, seq)
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	bodies, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
-	if err != nil {
-		return nil, interpretError(err)
-	}
-	msgs := make([]aap.Message, len(bodies))
-	for i, b := range bodies {
-		if err := json.Unmarshal(b, &msgs[i]); err != nil {
-			return nil, fmt.Errorf("decode message: %w", err)
+// openToolCalls returns the ids of the tool calls unanswered at the end of
+// the pieces of a full history. Every call is answered before the next
+// assistant message (by its result, a denial, or the server closing it), so
+// only the last assistant message and the messages after it are read: the
+// pieces are searched from the last for it, one index probe each.
+func openToolCalls(ctx context.Context, tx pgx.Tx, tenantID string, pieces []piece) ([]string, error) {
+	from := -1
+	var at int64
+	for i := len(pieces) - 1; i >= 0 && from < 0; i-- {
+		p := pieces[i]
+		var last *int64
+		if err := tx.QueryRow(ctx, `SELECT max(seq) FROM messages
+			WHERE tenant_id = $1 AND session_id = $2 AND seq BETWEEN $3 AND $4 AND message->>'role' = 'assistant'`,
+			tenantID, p.session, p.first, p.last).Scan(&last); err != nil {
+			return nil, interpretError(err)
 		}
+		if last != nil {
+			from, at = i, *last
+		}
+	}
+	if from < 0 {
+		return nil, nil // no assistant message: no call
+	}
+	tail := append([]piece{}, pieces[from:]...)
+	tail[0].first = at
+	var msgs []aap.Message
+	err := fullHistoryPieces(ctx, tx, tenantID, tail, fullHistorySQL, func(_ piece, rows pgx.Rows) error {
+		m, err := scanStoredMessage(rows, false)
+		msgs = append(msgs, m.Message)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	var ids []string
 	for _, p := range aap.PendingFromHistory(msgs, nil) {

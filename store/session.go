@@ -499,6 +499,9 @@ func (s *Store) SessionDelete(ctx context.Context, tenantID, id string) (activeT
 // SessionDeleteOwned is SessionDelete of a session owned by owner ("" for
 // any owner); ErrNotFound for another's.
 //
+// Forks that read part of the session's full history where it is
+// (inherited.go) are given their own copy of that part first.
+//
 // The usage of the session's turns is added to usage_daily in the same
 // transaction, before the deletion cascades to them, so that deleting a
 // session never shrinks the tenant's usage report (usage.go). The session
@@ -510,6 +513,7 @@ func (s *Store) SessionDeleteOwned(ctx context.Context, tenantID, owner, id stri
 		b := &pgx.Batch{}
 		b.Queue(`SELECT 1 FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3) FOR UPDATE`,
 			tenantID, id, owner)
+		queueInheritedMaterialize(b, tenantID, id, owner)
 		b.Queue(`
 			INSERT INTO usage_daily AS u (tenant_id, day, agent_name, turns, input_tokens, output_tokens)
 			SELECT t.tenant_id, (t.created_at AT TIME ZONE 'UTC')::date, s.agent_name, count(*), sum(t.input_tokens), sum(t.output_tokens)
@@ -525,11 +529,10 @@ func (s *Store) SessionDeleteOwned(ctx context.Context, tenantID, owner, id stri
 			RETURNING coalesce(active_turn_id, '')`, tenantID, id, owner)
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return interpretError(err)
-		}
-		if _, err := br.Exec(); err != nil {
-			return interpretError(err)
+		for range b.Len() - 1 {
+			if _, err := br.Exec(); err != nil {
+				return interpretError(err)
+			}
 		}
 		return interpretError(br.QueryRow().Scan(&activeTurnID))
 	})
