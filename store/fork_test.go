@@ -17,204 +17,14 @@ import (
 	"github.com/aapd/aapd/store/storetest"
 )
 
-// conversation builds a session event by event, as turns and compactions
-// write it, and remembers the compacted history after each event: the
-// model a fork's compacted history is checked against.
-type conversation struct {
-	t      *testing.T
-	st     *store.Store
-	tenant string
-	id     string
-	// states[i] is the compacted history after event i, lastSeqs[i] the
-	// session's last seq then; compactedAt[k] is the event of the k-th
-	// compaction (from 0), toSeqs[k] the end of its range.
-	states      [][]string
-	lastSeqs    []int64
-	compactedAt []int
-	toSeqs      []int64
-	turns       []string // turn ids, oldest first
-	turnEnds    []int64  // the last seq of each turn
-	lastSeq     int64
-}
-
-func newConversation(t *testing.T, st *store.Store, tenantID string, p store.SessionCreateParams, seed ...aap.Message) *conversation {
-	t.Helper()
-	p.TenantID, p.AgentName, p.Messages = tenantID, "echo", seed
-	sess, _, err := st.SessionCreate(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &conversation{t: t, st: st, tenant: tenantID, id: sess.ID, lastSeq: int64(len(seed))}
-	c.record()
-	return c
-}
-
-// record notes the compacted history after an event.
-func (c *conversation) record() {
-	c.t.Helper()
-	h, err := c.st.History(context.Background(), store.HistoryParams{TenantID: c.tenant, SessionID: c.id, Type: aap.HistoryCompacted})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.states, c.lastSeqs = append(c.states, compactedTexts(h)), append(c.lastSeqs, c.lastSeq)
-}
-
-// compactedTexts shows a compacted history as "seq<-source:text" lines.
-func compactedTexts(h []store.StoredMessage) []string {
-	out := []string{}
-	for _, m := range h {
-		out = append(out, fmt.Sprintf("%d<-%d:%s", m.Seq, m.SourceSeq, m.Message.Content.PlainText()))
-	}
-	return out
-}
-
-// turn runs a turn: the client's messages at its claim, then each of the
-// agent's as a step of its own; it ends waiting on pending.
-func (c *conversation) turn(client []aap.Message, agent []aap.Message, pending []aap.PendingToolCall) string {
-	c.t.Helper()
-	ctx := context.Background()
-	var in []store.NewMessage
-	for _, m := range client {
-		in = append(in, store.NewMessage{Message: m, Origin: store.OriginClient})
-	}
-	begun, err := c.st.TurnBegin(ctx, &store.TurnBeginParams{
-		TenantID: c.tenant, SessionID: c.id, TurnID: store.NewTurnID(), Stream: aap.StreamNone, Owner: 1, Lease: time.Minute,
-		Prepare: func(store.Session) (store.TurnPlan, error) { return store.TurnPlan{Messages: in}, nil },
-	})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.lastSeq = begun.LastSeq
-	c.record()
-	ref := begun.Turn.Ref()
-	for i, m := range agent {
-		c.lastSeq++
-		if i < len(agent)-1 {
-			if err := c.st.TurnCommitStep(ctx, store.TurnStepParams{Ref: ref, Step: i + 1, FirstSeq: c.lastSeq, Lease: time.Minute,
-				Messages: []store.NewMessage{{Message: m, Origin: store.OriginAgent}}}); err != nil {
-				c.t.Fatal(err)
-			}
-			c.record()
-			continue
-		}
-		stop := aap.StopEndTurn
-		if len(pending) > 0 {
-			stop = aap.StopToolUse
-		}
-		if _, err := c.st.TurnFinish(ctx, store.TurnFinishParams{Ref: ref, Step: i + 1, FirstSeq: c.lastSeq,
-			Messages: []store.NewMessage{{Message: m, Origin: store.OriginAgent}}, Pending: pending,
-			Status: store.TurnCompleted, StopReason: stop, InputTokens: 10, OutputTokens: 5,
-			Events: []aap.Event{aap.TurnStart(), aap.TurnStop(stop)}}); err != nil {
-			c.t.Fatal(err)
-		}
-		c.record()
-	}
-	c.turns, c.turnEnds = append(c.turns, ref.TurnID), append(c.turnEnds, c.lastSeq)
-	return ref.TurnID
-}
-
-// compact replaces the compacted history up to its end with a summary of
-// every message up to toSeq and the messages after it, as a rolling
-// summary does.
-func (c *conversation) compact(toSeq int64) {
-	c.t.Helper()
-	ctx := context.Background()
-	snap, err := c.st.CompactedSnapshotGet(ctx, c.tenant, c.id)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	items := []store.CompactedItem{{Message: aap.UserMessage(fmt.Sprintf("summary to %d", toSeq))}}
-	for _, m := range snap.Messages {
-		if m.SourceSeq > toSeq {
-			items = append(items, store.CompactedItem{SourceSeq: m.SourceSeq, Message: m.Message, Extra: m.Extra})
-		}
-	}
-	if _, err := c.st.CompactionApply(ctx, store.CompactionApplyParams{TenantID: c.tenant, SessionID: c.id,
-		BaseVersion: snap.Version, UpTo: snap.Messages[len(snap.Messages)-1].Seq, Items: items,
-		Record: store.Compaction{Trigger: "manual", Strategy: "test", FromSeq: 1, ToSeq: toSeq}}); err != nil {
-		c.t.Fatal(err)
-	}
-	c.record()
-	c.compactedAt, c.toSeqs = append(c.compactedAt, len(c.states)-1), append(c.toSeqs, toSeq)
-}
-
-// wantCompacted is the compacted history as it stood at point p: the state
-// once message p was written and the last compaction p carries had run,
-// without what follows p.
-func (c *conversation) wantCompacted(p int64) (texts []string, carried int) {
-	at := 0
-	for at < len(c.lastSeqs)-1 && c.lastSeqs[at] < p {
-		at++
-	}
-	for k, to := range c.toSeqs {
-		if to > p {
-			break
-		}
-		carried, at = k+1, max(at, c.compactedAt[k])
-	}
-	texts = []string{}
-	for _, line := range c.states[at] {
-		var seq, src int64
-		fmt.Sscanf(line, "%d<-%d:", &seq, &src)
-		if src <= p {
-			texts = append(texts, line)
-		}
-	}
-	return texts, carried
-}
-
-func (c *conversation) fork(p store.ForkPoint) (store.Session, error) {
-	return c.st.SessionFork(context.Background(), store.SessionForkParams{TenantID: c.tenant, SessionID: c.id, Point: p})
+// forkAt forks the conversation's session at p.
+func forkAt(c *storetest.Conversation, p store.ForkPoint) (store.Session, error) {
+	return c.Store.SessionFork(context.Background(), store.SessionForkParams{TenantID: c.TenantID, SessionID: c.ID, Point: p})
 }
 
 func atMessage(n int64) store.ForkPoint { return store.ForkPoint{Messages: n, AtMessages: true} }
 
-func fullTexts(t *testing.T, st *store.Store, tenantID, sessionID string) []string {
-	t.Helper()
-	h, err := st.History(context.Background(), store.HistoryParams{TenantID: tenantID, SessionID: sessionID, Type: aap.HistoryFull})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := []string{}
-	for _, m := range h {
-		out = append(out, fmt.Sprintf("%d:%s", m.Seq, m.Message.Content.PlainText()))
-	}
-	return out
-}
-
-func toolCall(id string) aap.ToolCall {
-	return aap.ToolCall{ToolCallID: id, Name: "lookup", Input: json.RawMessage(`{"q":"x"}`)}
-}
-
-// buildLongConversation is a session of seed messages, a dozen turns (one
-// of them calling a client tool, answered by the next), and three rolling
-// compactions between them.
-func buildLongConversation(t *testing.T, st *store.Store, tenantID string) (c *conversation, openAt int64) {
-	c = newConversation(t, st, tenantID, store.SessionCreateParams{
-		AgentTools:    []aap.ServerToolRef{{Name: "clock"}},
-		Options:       map[string]string{"model": "m1"},
-		SecretOptions: map[string]string{"apiKey": "sk-secret"},
-		ClientTools:   []aap.ToolSpec{{Name: "lookup", Description: "looks up", Parameters: json.RawMessage(`{"type":"object"}`)}},
-	}, aap.SystemMessage("be brief"), aap.UserMessage("seed"))
-	for i := 1; i <= 12; i++ {
-		q, a := aap.UserMessage(fmt.Sprintf("q%d", i)), aap.AssistantMessage(aap.ContentBlock{Type: aap.BlockText, Text: fmt.Sprintf("a%d", i)})
-		switch i {
-		case 5: // a client tool call, answered by the next turn
-			call := toolCall("call_5")
-			c.turn([]aap.Message{q}, []aap.Message{a, aap.AssistantMessage(aap.ToolUseBlock(call))}, []aap.PendingToolCall{{ToolCall: call}})
-			openAt = c.lastSeq
-		case 6:
-			c.turn([]aap.Message{aap.ToolMessage("call_5", "found")}, []aap.Message{a}, nil)
-		default:
-			c.turn([]aap.Message{q}, []aap.Message{a}, nil)
-		}
-		switch i {
-		case 3, 7, 10:
-			c.compact(c.lastSeq - 3)
-		}
-	}
-	return c, openAt
-}
+func textAnswer(s string) []aap.Message { return []aap.Message{aap.AssistantMessage(aap.TextBlock(s))} }
 
 // A fork at any point has the source's full history up to the point, and
 // its compacted history as it stood there: the compactions whose ranges
@@ -223,10 +33,10 @@ func TestForkAtEveryPointCopiesBothHistoriesAsTheyStoodThere(t *testing.T) {
 	st := storetest.Open(t)
 	tn := storetest.NewTenant(t, st)
 	ctx := context.Background()
-	c, openAt := buildLongConversation(t, st, tn.ID)
-	full := fullTexts(t, st, tn.ID, c.id)
-	for p := int64(0); p <= c.lastSeq; p++ {
-		fork, err := c.fork(atMessage(p))
+	c, openAt := storetest.LongConversation(t, st, tn.ID)
+	full := storetest.FullTexts(t, st, tn.ID, c.ID)
+	for p := int64(0); p <= c.LastSeq; p++ {
+		fork, err := forkAt(c, atMessage(p))
 		if p == openAt {
 			var conflict *store.PointConflictError
 			if !errors.As(err, &conflict) || conflict.Reason != store.PointToolCallsOpen || !strings.Contains(err.Error(), `"call_5"`) {
@@ -237,15 +47,15 @@ func TestForkAtEveryPointCopiesBothHistoriesAsTheyStoodThere(t *testing.T) {
 		if err != nil {
 			t.Fatalf("fork at %d: %v", p, err)
 		}
-		if got := fullTexts(t, st, tn.ID, fork.ID); !reflect.DeepEqual(got, full[:p]) {
+		if got := storetest.FullTexts(t, st, tn.ID, fork.ID); !reflect.DeepEqual(got, full[:p]) {
 			t.Errorf("fork at %d: full history %q, want %q", p, got, full[:p])
 		}
 		h, err := st.History(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: fork.ID, Type: aap.HistoryCompacted})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, carried := c.wantCompacted(p)
-		if got := compactedTexts(h); !reflect.DeepEqual(got, want) {
+		want, carried := c.WantCompacted(p)
+		if got := storetest.CompactedTexts(h); !reflect.DeepEqual(got, want) {
 			t.Errorf("fork at %d: compacted history\n%q\nwant\n%q", p, got, want)
 		}
 		// Its seqs run to the point, as a session's compacted history
@@ -266,23 +76,23 @@ func TestForkAtATurnIsTheSessionWhenItEnded(t *testing.T) {
 	st := storetest.Open(t)
 	tn := storetest.NewTenant(t, st)
 	ctx := context.Background()
-	c, _ := buildLongConversation(t, st, tn.ID)
-	for i, turn := range c.turns {
+	c, _ := storetest.LongConversation(t, st, tn.ID)
+	for i, turn := range c.Turns {
 		if i == 4 {
 			continue // ended waiting on a tool call: see TestForkCarriesPendingToolCallsOnlyAtTheEnd
 		}
-		fork, err := c.fork(store.ForkPoint{TurnID: turn})
+		fork, err := forkAt(c, store.ForkPoint{TurnID: turn})
 		if err != nil {
 			t.Fatalf("fork at turn %d: %v", i+1, err)
 		}
-		if fork.ForkedFrom == nil || fork.ForkedFrom.SessionID != c.id || fork.ForkedFrom.Messages != c.turnEnds[i] {
-			t.Errorf("fork at turn %d: forkedFrom %+v, want %s at %d", i+1, fork.ForkedFrom, c.id, c.turnEnds[i])
+		if fork.ForkedFrom == nil || fork.ForkedFrom.SessionID != c.ID || fork.ForkedFrom.Messages != c.TurnEnds[i] {
+			t.Errorf("fork at turn %d: forkedFrom %+v, want %s at %d", i+1, fork.ForkedFrom, c.ID, c.TurnEnds[i])
 		}
-		if got := fullTexts(t, st, tn.ID, fork.ID); len(got) != int(c.turnEnds[i]) {
-			t.Errorf("fork at turn %d: %d messages, want %d", i+1, len(got), c.turnEnds[i])
+		if got := storetest.FullTexts(t, st, tn.ID, fork.ID); len(got) != int(c.TurnEnds[i]) {
+			t.Errorf("fork at turn %d: %d messages, want %d", i+1, len(got), c.TurnEnds[i])
 		}
 	}
-	whole, err := c.fork(store.ForkPoint{})
+	whole, err := forkAt(c, store.ForkPoint{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,16 +100,16 @@ func TestForkAtATurnIsTheSessionWhenItEnded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ForkedFrom == nil || got.ForkedFrom.Messages != c.lastSeq || got.ForkedFrom.SessionID != c.id {
+	if got.ForkedFrom == nil || got.ForkedFrom.Messages != c.LastSeq || got.ForkedFrom.SessionID != c.ID {
 		t.Errorf("whole fork read back: forkedFrom %+v", got.ForkedFrom)
 	}
-	if !reflect.DeepEqual(fullTexts(t, st, tn.ID, whole.ID), fullTexts(t, st, tn.ID, c.id)) {
+	if !reflect.DeepEqual(storetest.FullTexts(t, st, tn.ID, whole.ID), storetest.FullTexts(t, st, tn.ID, c.ID)) {
 		t.Error("the whole fork's full history differs from its source's")
 	}
-	srcH, _ := st.History(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: c.id, Type: aap.HistoryCompacted})
+	srcH, _ := st.History(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: c.ID, Type: aap.HistoryCompacted})
 	forkH, _ := st.History(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: whole.ID, Type: aap.HistoryCompacted})
-	if !reflect.DeepEqual(compactedTexts(srcH), compactedTexts(forkH)) {
-		t.Errorf("the whole fork's compacted history differs:\n%q\n%q", compactedTexts(forkH), compactedTexts(srcH))
+	if !reflect.DeepEqual(storetest.CompactedTexts(srcH), storetest.CompactedTexts(forkH)) {
+		t.Errorf("the whole fork's compacted history differs:\n%q\n%q", storetest.CompactedTexts(forkH), storetest.CompactedTexts(srcH))
 	}
 }
 
@@ -310,12 +120,12 @@ func TestForkCarriesTheConfigurationAndStartsItsOwnEventLog(t *testing.T) {
 	st := storetest.Open(t)
 	tn := storetest.NewTenant(t, st)
 	ctx := context.Background()
-	c, _ := buildLongConversation(t, st, tn.ID)
-	fork, err := st.SessionFork(ctx, store.SessionForkParams{TenantID: tn.ID, SessionID: c.id, NewOwner: "alice"})
+	c, _ := storetest.LongConversation(t, st, tn.ID)
+	fork, err := st.SessionFork(ctx, store.SessionForkParams{TenantID: tn.ID, SessionID: c.ID, NewOwner: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := st.SessionGet(ctx, tn.ID, c.id)
+	src, err := st.SessionGet(ctx, tn.ID, c.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +140,7 @@ func TestForkCarriesTheConfigurationAndStartsItsOwnEventLog(t *testing.T) {
 	}
 	var sealedEqual bool
 	storetest.Scan(t, storetest.URL(t), `SELECT f.secret_options = s.secret_options FROM sessions f, sessions s
-		WHERE f.tenant_id = $1 AND f.id = $2 AND s.tenant_id = $1 AND s.id = $3`, []any{tn.ID, fork.ID, c.id}, &sealedEqual)
+		WHERE f.tenant_id = $1 AND f.id = $2 AND s.tenant_id = $1 AND s.id = $3`, []any{tn.ID, fork.ID, c.ID}, &sealedEqual)
 	if !sealedEqual {
 		t.Error("the fork's secret options were not carried sealed as they were")
 	}
@@ -349,12 +159,12 @@ func TestForkCarriesTheConfigurationAndStartsItsOwnEventLog(t *testing.T) {
 		t.Errorf("%d of the fork's messages name a turn", withTurn)
 	}
 	// The fork runs turns of its own, after the copied history.
-	fc := &conversation{t: t, st: st, tenant: tn.ID, id: fork.ID, lastSeq: c.lastSeq}
-	fc.turn([]aap.Message{aap.UserMessage("in the fork")}, []aap.Message{aap.AssistantMessage(aap.ContentBlock{Type: aap.BlockText, Text: "ok"})}, nil)
-	if got := fullTexts(t, st, tn.ID, fork.ID); got[len(got)-1] != fmt.Sprintf("%d:ok", c.lastSeq+2) {
+	fc := storetest.Continue(t, st, tn.ID, fork.ID, c.LastSeq)
+	fc.Turn([]aap.Message{aap.UserMessage("in the fork")}, textAnswer("ok"), nil)
+	if got := storetest.FullTexts(t, st, tn.ID, fork.ID); got[len(got)-1] != fmt.Sprintf("%d:ok", c.LastSeq+2) {
 		t.Errorf("the fork's own turn: %q", got[len(got)-3:])
 	}
-	if got := fullTexts(t, st, tn.ID, c.id); len(got) != int(c.lastSeq) {
+	if got := storetest.FullTexts(t, st, tn.ID, c.ID); len(got) != int(c.LastSeq) {
 		t.Errorf("the fork's turn changed its source: %d messages", len(got))
 	}
 }
@@ -366,12 +176,12 @@ func TestForkCarriesPendingToolCallsOnlyAtTheEnd(t *testing.T) {
 	st := storetest.Open(t)
 	tn := storetest.NewTenant(t, st)
 	ctx := context.Background()
-	c := newConversation(t, st, tn.ID, store.SessionCreateParams{}, aap.UserMessage("hi"))
-	call := toolCall("call_1")
-	waiting := c.turn([]aap.Message{aap.UserMessage("look it up")}, []aap.Message{aap.AssistantMessage(aap.ToolUseBlock(call))},
+	c := storetest.NewConversation(t, st, tn.ID, store.SessionCreateParams{}, aap.UserMessage("hi"))
+	call := storetest.ToolCall("call_1")
+	waiting := c.Turn([]aap.Message{aap.UserMessage("look it up")}, []aap.Message{aap.AssistantMessage(aap.ToolUseBlock(call))},
 		[]aap.PendingToolCall{{ToolCall: call}})
-	for _, p := range []store.ForkPoint{{}, {TurnID: waiting}, atMessage(c.lastSeq)} {
-		fork, err := c.fork(p)
+	for _, p := range []store.ForkPoint{{}, {TurnID: waiting}, atMessage(c.LastSeq)} {
+		fork, err := forkAt(c, p)
 		if err != nil {
 			t.Fatalf("fork at the end (%+v): %v", p, err)
 		}
@@ -383,19 +193,19 @@ func TestForkCarriesPendingToolCallsOnlyAtTheEnd(t *testing.T) {
 			t.Errorf("fork at the end (%+v) waits on %+v (%s)", p, got.Pending, got.Status())
 		}
 		// The fork answers the call.
-		fc := &conversation{t: t, st: st, tenant: tn.ID, id: fork.ID, lastSeq: c.lastSeq}
-		fc.turn([]aap.Message{aap.ToolMessage("call_1", "42")}, []aap.Message{aap.AssistantMessage(aap.ContentBlock{Type: aap.BlockText, Text: "it is 42"})}, nil)
+		fc := storetest.Continue(t, st, tn.ID, fork.ID, c.LastSeq)
+		fc.Turn([]aap.Message{aap.ToolMessage("call_1", "42")}, textAnswer("it is 42"), nil)
 	}
 	// Once answered in the source, the point after the call is refused.
-	c.turn([]aap.Message{aap.ToolMessage("call_1", "7")}, []aap.Message{aap.AssistantMessage(aap.ContentBlock{Type: aap.BlockText, Text: "it is 7"})}, nil)
+	c.Turn([]aap.Message{aap.ToolMessage("call_1", "7")}, textAnswer("it is 7"), nil)
 	for _, p := range []store.ForkPoint{{TurnID: waiting}, atMessage(3)} {
 		var conflict *store.PointConflictError
-		if _, err := c.fork(p); !errors.As(err, &conflict) || conflict.Reason != store.PointToolCallsOpen {
+		if _, err := forkAt(c, p); !errors.As(err, &conflict) || conflict.Reason != store.PointToolCallsOpen {
 			t.Errorf("fork at %+v, after an answered call: %v; want PointToolCallsOpen", p, err)
 		}
 	}
 	for _, n := range []int64{2, 4, 5} {
-		if _, err := c.fork(atMessage(n)); err != nil {
+		if _, err := forkAt(c, atMessage(n)); err != nil {
 			t.Errorf("fork at message %d: %v", n, err)
 		}
 	}
@@ -413,10 +223,10 @@ func TestForkNeverTakesARunningTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	c := newConversation(t, st, tn.ID, store.SessionCreateParams{}, aap.UserMessage("one"), aap.UserMessage("two"))
-	done := c.turn([]aap.Message{aap.UserMessage("three")}, []aap.Message{aap.AssistantMessage(aap.ContentBlock{Type: aap.BlockText, Text: "four"})}, nil)
+	c := storetest.NewConversation(t, st, tn.ID, store.SessionCreateParams{}, aap.UserMessage("one"), aap.UserMessage("two"))
+	done := c.Turn([]aap.Message{aap.UserMessage("three")}, textAnswer("four"), nil)
 	begun, err := st.TurnBegin(ctx, &store.TurnBeginParams{
-		TenantID: tn.ID, SessionID: c.id, TurnID: store.NewTurnID(), Stream: aap.StreamNone, Owner: in.ID(), Lease: time.Minute,
+		TenantID: tn.ID, SessionID: c.ID, TurnID: store.NewTurnID(), Stream: aap.StreamNone, Owner: in.ID(), Lease: time.Minute,
 		Prepare: func(store.Session) (store.TurnPlan, error) {
 			return store.TurnPlan{Messages: []store.NewMessage{{Message: aap.UserMessage("five"), Origin: store.OriginClient}}}, nil
 		},
@@ -426,18 +236,18 @@ func TestForkNeverTakesARunningTurn(t *testing.T) {
 	}
 	running := begun.Turn.ID
 	if err := st.TurnCommitStep(ctx, store.TurnStepParams{Ref: begun.Turn.Ref(), Step: 1, FirstSeq: 6, Lease: time.Minute,
-		Messages: []store.NewMessage{{Message: aap.AssistantMessage(aap.ContentBlock{Type: aap.BlockText, Text: "six"}), Origin: store.OriginAgent}}}); err != nil {
+		Messages: []store.NewMessage{{Message: aap.AssistantMessage(aap.TextBlock("six")), Origin: store.OriginAgent}}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []store.ForkPoint{{}, {TurnID: running}, atMessage(5), atMessage(6), atMessage(9)} {
 		var conflict *store.PointConflictError
-		_, err := c.fork(p)
+		_, err := forkAt(c, p)
 		if !errors.As(err, &conflict) || conflict.Reason != store.PointTurnRunning || conflict.TurnID != running {
 			t.Errorf("fork at %+v: %v; want PointTurnRunning naming %s", p, err, running)
 		}
 	}
 	for _, p := range []store.ForkPoint{{TurnID: done}, atMessage(4), atMessage(2)} {
-		fork, err := c.fork(p)
+		fork, err := forkAt(c, p)
 		if err != nil {
 			t.Fatalf("fork at %+v: %v", p, err)
 		}
@@ -463,11 +273,11 @@ func TestForkNeverTakesARunningTurn(t *testing.T) {
 			break
 		}
 	}
-	fork, err := c.fork(store.ForkPoint{})
+	fork, err := forkAt(c, store.ForkPoint{})
 	if err != nil {
 		t.Fatalf("fork after the turn's process died: %v", err)
 	}
-	if got := fullTexts(t, st, tn.ID, fork.ID); len(got) != 6 {
+	if got := storetest.FullTexts(t, st, tn.ID, fork.ID); len(got) != 6 {
 		t.Errorf("fork after the turn died: %q", got)
 	}
 }
@@ -477,9 +287,9 @@ func TestForkPointErrors(t *testing.T) {
 	st := storetest.Open(t)
 	tn := storetest.NewTenant(t, st)
 	ctx := context.Background()
-	c := newConversation(t, st, tn.ID, store.SessionCreateParams{}, aap.UserMessage("one"))
-	other := newConversation(t, st, tn.ID, store.SessionCreateParams{}, aap.UserMessage("x"))
-	otherTurn := other.turn([]aap.Message{aap.UserMessage("q")}, []aap.Message{aap.AssistantMessage(aap.ContentBlock{Type: aap.BlockText, Text: "a"})}, nil)
+	c := storetest.NewConversation(t, st, tn.ID, store.SessionCreateParams{}, aap.UserMessage("one"))
+	other := storetest.NewConversation(t, st, tn.ID, store.SessionCreateParams{}, aap.UserMessage("x"))
+	otherTurn := other.Turn([]aap.Message{aap.UserMessage("q")}, textAnswer("a"), nil)
 	for _, tc := range []struct {
 		p     store.ForkPoint
 		field string
@@ -490,20 +300,20 @@ func TestForkPointErrors(t *testing.T) {
 		{store.ForkPoint{TurnID: otherTurn}, "at.turn"},
 	} {
 		var bad *store.PointError
-		if _, err := c.fork(tc.p); !errors.As(err, &bad) || bad.Field != tc.field {
+		if _, err := forkAt(c, tc.p); !errors.As(err, &bad) || bad.Field != tc.field {
 			t.Errorf("fork at %+v: %v; want a PointError on %s", tc.p, err, tc.field)
 		}
 	}
 	// Another tenant's session, or another end user's, is not found.
 	stranger := storetest.NewTenant(t, st)
-	if _, err := st.SessionFork(ctx, store.SessionForkParams{TenantID: stranger.ID, SessionID: c.id}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.SessionFork(ctx, store.SessionForkParams{TenantID: stranger.ID, SessionID: c.ID}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("fork of another tenant's session: %v", err)
 	}
-	owned := newConversation(t, st, tn.ID, store.SessionCreateParams{Owner: "alice"}, aap.UserMessage("mine"))
-	if _, err := st.SessionFork(ctx, store.SessionForkParams{TenantID: tn.ID, Owner: "bob", SessionID: owned.id, NewOwner: "bob"}); !errors.Is(err, store.ErrNotFound) {
+	owned := storetest.NewConversation(t, st, tn.ID, store.SessionCreateParams{Owner: "alice"}, aap.UserMessage("mine"))
+	if _, err := st.SessionFork(ctx, store.SessionForkParams{TenantID: tn.ID, Owner: "bob", SessionID: owned.ID, NewOwner: "bob"}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("bob forks alice's session: %v", err)
 	}
-	if f, err := st.SessionFork(ctx, store.SessionForkParams{TenantID: tn.ID, Owner: "alice", SessionID: owned.id, NewOwner: "alice"}); err != nil || f.Owner != "alice" {
+	if f, err := st.SessionFork(ctx, store.SessionForkParams{TenantID: tn.ID, Owner: "alice", SessionID: owned.ID, NewOwner: "alice"}); err != nil || f.Owner != "alice" {
 		t.Errorf("alice forks her session: %+v, %v", f, err)
 	}
 }
@@ -515,16 +325,16 @@ func TestForkOfAForkFindsTheCompactedHistoryAsItStood(t *testing.T) {
 	st := storetest.Open(t)
 	tn := storetest.NewTenant(t, st)
 	ctx := context.Background()
-	c, openAt := buildLongConversation(t, st, tn.ID)
-	first, err := c.fork(store.ForkPoint{})
+	c, openAt := storetest.LongConversation(t, st, tn.ID)
+	first, err := forkAt(c, store.ForkPoint{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for p := int64(0); p <= c.lastSeq; p++ {
+	for p := int64(0); p <= c.LastSeq; p++ {
 		if p == openAt {
 			continue
 		}
-		direct, err := c.fork(atMessage(p))
+		direct, err := forkAt(c, atMessage(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -534,8 +344,8 @@ func TestForkOfAForkFindsTheCompactedHistoryAsItStood(t *testing.T) {
 		}
 		a, _ := st.History(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: direct.ID, Type: aap.HistoryCompacted})
 		b, _ := st.History(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: second.ID, Type: aap.HistoryCompacted})
-		if !reflect.DeepEqual(compactedTexts(a), compactedTexts(b)) {
-			t.Errorf("at %d: fork of the fork\n%q\ndirect fork\n%q", p, compactedTexts(b), compactedTexts(a))
+		if !reflect.DeepEqual(storetest.CompactedTexts(a), storetest.CompactedTexts(b)) {
+			t.Errorf("at %d: fork of the fork\n%q\ndirect fork\n%q", p, storetest.CompactedTexts(b), storetest.CompactedTexts(a))
 		}
 	}
 }
@@ -546,13 +356,13 @@ func TestForkOfAForkFindsTheCompactedHistoryAsItStood(t *testing.T) {
 func TestForkBeforeACompactionThatKeptNothingIsRefused(t *testing.T) {
 	st := storetest.Open(t)
 	tn := storetest.NewTenant(t, st)
-	c, _ := buildLongConversation(t, st, tn.ID)
-	storetest.Exec(t, storetest.URL(t), `DELETE FROM compaction_replaced WHERE tenant_id = $1 AND session_id = $2`, tn.ID, c.id)
+	c, _ := storetest.LongConversation(t, st, tn.ID)
+	storetest.Exec(t, storetest.URL(t), `DELETE FROM compaction_replaced WHERE tenant_id = $1 AND session_id = $2`, tn.ID, c.ID)
 	var conflict *store.PointConflictError
-	if _, err := c.fork(atMessage(c.toSeqs[0] - 1)); !errors.As(err, &conflict) || conflict.Reason != store.PointCompactedHistoryGone {
+	if _, err := forkAt(c, atMessage(c.ToSeqs[0]-1)); !errors.As(err, &conflict) || conflict.Reason != store.PointCompactedHistoryGone {
 		t.Errorf("fork before the first compaction's end: %v; want PointCompactedHistoryGone", err)
 	}
-	if _, err := c.fork(atMessage(c.toSeqs[2])); err != nil {
+	if _, err := forkAt(c, atMessage(c.ToSeqs[2])); err != nil {
 		t.Errorf("fork after the last compaction's end: %v", err)
 	}
 }
@@ -567,7 +377,7 @@ func TestForkStaysOnTheTenantsShardOnCitus(t *testing.T) {
 	st := storetest.Open(t)
 	tn := storetest.NewTenant(t, st)
 	ctx := context.Background()
-	c, _ := buildLongConversation(t, st, tn.ID)
+	c, _ := storetest.LongConversation(t, st, tn.ID)
 
 	var (
 		mu      sync.Mutex
@@ -614,24 +424,24 @@ func TestForkStaysOnTheTenantsShardOnCitus(t *testing.T) {
 		}
 	}
 	check("a fork carrying compactions", func() error {
-		_, err := watched.SessionFork(ctx, store.SessionForkParams{TenantID: tn.ID, SessionID: c.id})
+		_, err := watched.SessionFork(ctx, store.SessionForkParams{TenantID: tn.ID, SessionID: c.ID})
 		return err
 	})
 	check("a fork before a compaction's end", func() error {
-		_, err := watched.SessionFork(ctx, store.SessionForkParams{TenantID: tn.ID, SessionID: c.id, Point: atMessage(c.toSeqs[1] - 2)})
+		_, err := watched.SessionFork(ctx, store.SessionForkParams{TenantID: tn.ID, SessionID: c.ID, Point: atMessage(c.ToSeqs[1] - 2)})
 		return err
 	})
 	check("a compaction", func() error {
-		snap, err := watched.CompactedSnapshotGet(ctx, tn.ID, c.id)
+		snap, err := watched.CompactedSnapshotGet(ctx, tn.ID, c.ID)
 		if err != nil {
 			return err
 		}
 		mu.Lock()
 		notices = nil
 		mu.Unlock()
-		_, err = watched.CompactionApply(ctx, store.CompactionApplyParams{TenantID: tn.ID, SessionID: c.id, BaseVersion: snap.Version,
+		_, err = watched.CompactionApply(ctx, store.CompactionApplyParams{TenantID: tn.ID, SessionID: c.ID, BaseVersion: snap.Version,
 			UpTo: snap.Messages[len(snap.Messages)-1].Seq, Items: []store.CompactedItem{{Message: aap.UserMessage("all of it")}},
-			Record: store.Compaction{Trigger: "manual", Strategy: "test", FromSeq: 1, ToSeq: c.lastSeq}})
+			Record: store.Compaction{Trigger: "manual", Strategy: "test", FromSeq: 1, ToSeq: c.LastSeq}})
 		return err
 	})
 }
@@ -644,13 +454,13 @@ func TestForkKeepsItsHistoryWhenItsSourcesAreDeleted(t *testing.T) {
 	st := storetest.Open(t)
 	tn := storetest.NewTenant(t, st)
 	ctx := context.Background()
-	origin, _ := buildLongConversation(t, st, tn.ID)
-	first, err := origin.fork(atMessage(20))
+	origin, _ := storetest.LongConversation(t, st, tn.ID)
+	first, err := forkAt(origin, atMessage(20))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mid := &conversation{t: t, st: st, tenant: tn.ID, id: first.ID, lastSeq: 20}
-	mid.turn([]aap.Message{aap.UserMessage("mid q")}, []aap.Message{aap.AssistantMessage(aap.ContentBlock{Type: aap.BlockText, Text: "mid a"})}, nil)
+	mid := storetest.Continue(t, st, tn.ID, first.ID, 20)
+	mid.Turn([]aap.Message{aap.UserMessage("mid q")}, textAnswer("mid a"), nil)
 	second, err := st.SessionFork(ctx, store.SessionForkParams{TenantID: tn.ID, SessionID: first.ID})
 	if err != nil {
 		t.Fatal(err)
@@ -662,9 +472,9 @@ func TestForkKeepsItsHistoryWhenItsSourcesAreDeleted(t *testing.T) {
 	want := map[string][]string{}
 	wantCompacted := map[string][]string{}
 	for _, id := range []string{first.ID, second.ID, third.ID} {
-		want[id] = fullTexts(t, st, tn.ID, id)
+		want[id] = storetest.FullTexts(t, st, tn.ID, id)
 		h, _ := st.History(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: id, Type: aap.HistoryCompacted})
-		wantCompacted[id] = compactedTexts(h)
+		wantCompacted[id] = storetest.CompactedTexts(h)
 	}
 	if len(want[second.ID]) != 22 || want[second.ID][21] != "22:mid a" || len(want[third.ID]) != 21 {
 		t.Fatalf("forks of the fork: %q, %q", want[second.ID], want[third.ID])
@@ -672,7 +482,7 @@ func TestForkKeepsItsHistoryWhenItsSourcesAreDeleted(t *testing.T) {
 	check := func(when string, ids ...string) {
 		t.Helper()
 		for _, id := range ids {
-			if got := fullTexts(t, st, tn.ID, id); !reflect.DeepEqual(got, want[id]) {
+			if got := storetest.FullTexts(t, st, tn.ID, id); !reflect.DeepEqual(got, want[id]) {
 				t.Errorf("%s: full history of %s\n%q\nwant\n%q", when, id, got, want[id])
 			}
 			var streamed []string
@@ -685,12 +495,12 @@ func TestForkKeepsItsHistoryWhenItsSourcesAreDeleted(t *testing.T) {
 				t.Errorf("%s: streamed full history of %s: %q, %v", when, id, streamed, err)
 			}
 			h, _ := st.History(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: id, Type: aap.HistoryCompacted})
-			if got := compactedTexts(h); !reflect.DeepEqual(got, wantCompacted[id]) {
+			if got := storetest.CompactedTexts(h); !reflect.DeepEqual(got, wantCompacted[id]) {
 				t.Errorf("%s: compacted history of %s changed", when, id)
 			}
 		}
 	}
-	if _, err := st.SessionDelete(ctx, tn.ID, origin.id); err != nil {
+	if _, err := st.SessionDelete(ctx, tn.ID, origin.ID); err != nil {
 		t.Fatal(err)
 	}
 	check("the origin deleted", first.ID, second.ID, third.ID)
@@ -703,7 +513,7 @@ func TestForkKeepsItsHistoryWhenItsSourcesAreDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fullTexts(t, st, tn.ID, fourth.ID); !reflect.DeepEqual(got, want[third.ID][:10]) {
+	if got := storetest.FullTexts(t, st, tn.ID, fourth.ID); !reflect.DeepEqual(got, want[third.ID][:10]) {
 		t.Errorf("fork after deletions: %q", got)
 	}
 	// Nothing names a deleted session.
@@ -726,8 +536,8 @@ func TestForksRacingDeletionsOfTheirSources(t *testing.T) {
 		seed[i] = aap.UserMessage(fmt.Sprintf("m%d", i+1))
 	}
 	for round := range 10 {
-		origin := newConversation(t, st, tn.ID, store.SessionCreateParams{}, seed...)
-		mid, err := origin.fork(atMessage(40))
+		origin := storetest.NewConversation(t, st, tn.ID, store.SessionCreateParams{}, seed...)
+		mid, err := forkAt(origin, atMessage(40))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -750,7 +560,7 @@ func TestForksRacingDeletionsOfTheirSources(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			if _, err := st.SessionDelete(ctx, tn.ID, origin.id); err != nil {
+			if _, err := st.SessionDelete(ctx, tn.ID, origin.ID); err != nil {
 				t.Errorf("round %d: delete the origin: %v", round, err)
 			}
 		}()
@@ -763,7 +573,7 @@ func TestForksRacingDeletionsOfTheirSources(t *testing.T) {
 		wg.Wait()
 		close(forks)
 		for id := range forks {
-			got := fullTexts(t, st, tn.ID, id)
+			got := storetest.FullTexts(t, st, tn.ID, id)
 			if len(got) != 30 || got[0] != "1:m1" || got[29] != "30:m30" {
 				t.Errorf("round %d: a fork made during the deletions has %q", round, got)
 			}
