@@ -98,3 +98,30 @@ func (b *timedBody) finish() {
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
 }
+
+// streamBody is Edge.StreamBody: the body, limited to max bytes, whose
+// deadline moves on as it arrives (at most once a second, a deadline being
+// a timer to reset).
+func streamBody(w http.ResponseWriter, r *http.Request, max int64) io.Reader {
+	body := http.MaxBytesReader(w, r.Body, max)
+	if tb, ok := r.Body.(*timedBody); ok {
+		return &arrivingBody{r: body, tb: tb}
+	}
+	return body
+}
+
+// arrivingBody is a timed body whose deadline is the body timeout after
+// its last read: a large body may take as long as it keeps arriving.
+type arrivingBody struct {
+	r    io.Reader
+	tb   *timedBody
+	last time.Time
+}
+
+func (b *arrivingBody) Read(p []byte) (int, error) {
+	if now := time.Now(); now.Sub(b.last) >= time.Second && !b.tb.done.Load() {
+		_ = b.tb.rc.SetReadDeadline(now.Add(b.tb.limit))
+		b.last = now
+	}
+	return b.r.Read(p)
+}

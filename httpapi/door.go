@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -59,6 +60,11 @@ type Edge interface {
 	// ReadBody reads a request body within the server's size and time
 	// limits (413 and 408 beyond).
 	ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, error)
+	// StreamBody returns a request body to read as it arrives, for a body
+	// that may be far larger than ReadBody takes (an import): up to max
+	// bytes (413 beyond), taking as long as it keeps arriving, each read
+	// within the server's body timeout of the last (408 when it stalls).
+	StreamBody(w http.ResponseWriter, r *http.Request, max int64) io.Reader
 	// Decode decodes a JSON body into v, its errors naming the offending
 	// member.
 	Decode(body []byte, v any) error
@@ -140,6 +146,10 @@ func (e edge) WithProblems(write ProblemWriter) Edge {
 
 func (e edge) ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return e.s.readBody(w, r)
+}
+
+func (e edge) StreamBody(w http.ResponseWriter, r *http.Request, max int64) io.Reader {
+	return streamBody(w, r, max)
 }
 
 func (edge) Decode(body []byte, v any) error { return decodeJSON(body, v) }

@@ -29,6 +29,10 @@ type Problem struct {
 	Field string `json:"field,omitempty"`
 	// TurnID is the running turn a 409 conflicts with.
 	TurnID string `json:"turnId,omitempty"`
+	// Line and Rule are, for an import refused, the document's line (from
+	// 1) and the rule it breaks (docs/lifecycle.md).
+	Line int    `json:"line,omitempty"`
+	Rule string `json:"rule,omitempty"`
 
 	retryAfter int    // seconds; sets Retry-After when > 0
 	authError  string // sets WWW-Authenticate's error when non-empty

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/auth"
 	"github.com/aapd/aapd/store"
 )
 
@@ -27,8 +28,11 @@ type Importer interface {
 // ReadOptions say whose session an import creates and what it accepts.
 type ReadOptions struct {
 	TenantID string
-	// Owner is the end user the session belongs to ("" for none).
-	Owner string
+	// Owner is the end user the session belongs to ("" for none), unless
+	// OwnerFromDocument: then it is the one the document's header names
+	// (an operator moving sessions).
+	Owner             string
+	OwnerFromDocument bool
 	// Sealed accepts a header's sealed secret values: an operator's
 	// import only (a tenant could otherwise borrow another's).
 	Sealed bool
@@ -274,7 +278,14 @@ func readHeader(lr *lineReader, line []byte, opts ReadOptions) (store.SessionImp
 		out.Pending = append(out.Pending, aap.PendingToolCall{ToolCall: aap.ToolCall{ToolCallID: c.ToolCallID, Name: c.Name, Input: c.Input},
 			Server: c.Awaiting == AwaitingPermission, Granted: c.Granted})
 	}
-	p = store.SessionImportParams{TenantID: opts.TenantID, Owner: opts.Owner, Session: out}
+	owner := opts.Owner
+	if opts.OwnerFromDocument {
+		owner = s.Owner
+		if owner != "" && !auth.ValidOwner(owner) {
+			return p, nil, lr.errAt(RuleValue, "session.owner is not an end user's subject (1 to 255 bytes, no control characters)")
+		}
+	}
+	p = store.SessionImportParams{TenantID: opts.TenantID, Owner: owner, Session: out}
 	return p, &validator{lr: lr, header: s, pending: pending, open: map[string]bool{}}, nil
 }
 

@@ -40,14 +40,6 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-// openStore opens the database of an administration command.
-func openStore(ctx context.Context, dbURL string) (*store.Store, error) {
-	if err := requireDatabaseURL(dbURL); err != nil {
-		return nil, err
-	}
-	return store.Open(ctx, store.Config{DatabaseURL: dbURL, MaxConns: 2})
-}
-
 // adminCmd is what every administration command shares: its flags (the
 // database, and --tenant when it takes one), and the service it calls.
 type adminCmd struct {
@@ -55,6 +47,9 @@ type adminCmd struct {
 	name   string
 	dbURL  *string
 	tenant *string
+	// key is --encryption-key, for the commands that read sessions' secrets
+	// (withKey); nil for the others.
+	key    *string
 	stderr io.Writer
 	st     *store.Store
 }
@@ -67,6 +62,12 @@ func newAdminCmd(name string, withTenant bool, stderr io.Writer) *adminCmd {
 	if withTenant {
 		c.tenant = c.String("tenant", "", "tenant (team) name")
 	}
+	return c
+}
+
+// withKey adds --encryption-key: the command reads sessions' secrets.
+func (c *adminCmd) withKey() *adminCmd {
+	c.key = encryptionKeyFlag(c.flagSet)
 	return c
 }
 
@@ -91,7 +92,17 @@ func (c *adminCmd) parse(args []string, want int, what string) error {
 // service opens the database and returns the operator's service over it;
 // its audit lines go to stderr. Close the command when done.
 func (c *adminCmd) service(ctx context.Context) (*admin.Service, error) {
-	st, err := openStore(ctx, *c.dbURL)
+	var key []byte
+	if c.key != nil {
+		var err error
+		if key, err = encryptionKey(*c.key); err != nil {
+			return nil, err
+		}
+	}
+	if err := requireDatabaseURL(*c.dbURL); err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, store.Config{DatabaseURL: *c.dbURL, EncryptionKey: key, MaxConns: 2})
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"io"
@@ -136,3 +137,25 @@ func requireDatabaseURL(u string) error {
 }
 
 const exampleDatabaseURL = "postgres://postgres@127.0.0.1:5432/aapd?sslmode=disable"
+
+// encryptionKeyFlag defines --encryption-key ($AAPD_ENCRYPTION_KEY): the key
+// sealing secret options, which serve and the commands that read sessions'
+// secrets (export, import) share.
+func encryptionKeyFlag(f *flagSet) *string {
+	k := f.String("encryption-key", "", "base64 of 32 random bytes sealing secret options at rest (openssl rand -base64 32)")
+	f.fromEnv("encryption-key", "AAPD_ENCRYPTION_KEY")
+	return k
+}
+
+// encryptionKey decodes --encryption-key; nil for none (the key kept in
+// the database).
+func encryptionKey(s string) ([]byte, error) {
+	if s == "" {
+		return nil, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(b) != 32 {
+		return nil, &usageError{"--encryption-key must be the base64 of exactly 32 bytes (openssl rand -base64 32)"}
+	}
+	return b, nil
+}

@@ -4,6 +4,8 @@
 //	aapd serve [flags]                          run the server (migrates first)
 //	aapd migrate [--database-url URL]           apply migrations and exit
 //	aapd tenants create|list|delete             manage teams
+//	aapd tenants export|import                  move a tenant with its sessions
+//	aapd sessions export|import                 move one session
 //	aapd keys create|list|revoke                manage a tenant's API keys
 //	aapd issuers add|list|remove                manage a tenant's token issuers
 //	aapd limits set|show                        a tenant's quotas
@@ -39,6 +41,12 @@ Usage:
   aapd tenants create NAME                        create a tenant (a team)
   aapd tenants list                               list tenants
   aapd tenants delete NAME                        delete a tenant with its sessions, keys and issuers
+  aapd tenants export NAME [--output FILE]        write a tenant's document: limits, issuers and every session (never its keys)
+  aapd tenants import [--name NEW] [FILE]         create a tenant from its document (FILE or stdin); prints its id and name
+  aapd sessions export --tenant NAME ID [--output FILE]
+                                                  write one session's document (JSON Lines, docs/lifecycle.md)
+  aapd sessions import --tenant NAME [--owner SUB] [FILE]
+                                                  create a session from its document (FILE or stdin); prints its id
   aapd keys create --tenant NAME [--name LABEL] [--scopes sessions:read,sessions:write] [--expires-in 720h]
                                                   create an API key; prints it alone on stdout
   aapd keys list --tenant NAME                    list a tenant's API keys, with scopes and expiry
@@ -149,6 +157,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return migrateCmd(ctx, rest, stdout, stderr)
 	case "tenants":
 		return tenantsCmd(ctx, rest, stdout, stderr)
+	case "sessions":
+		return sessionsCmd(ctx, rest, stdout, stderr)
 	case "keys":
 		return keysCmd(ctx, rest, stdout, stderr)
 	case "issuers":

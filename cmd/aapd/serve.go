@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -56,7 +55,9 @@ type Config struct {
 	MaxAttempts  int
 	DrainTimeout time.Duration
 	MaxBodyBytes int64
-	KeepAlive    time.Duration
+	// ImportMaxBytes bounds an import document (POST /sessions/import).
+	ImportMaxBytes int64
+	KeepAlive      time.Duration
 	// Edge holds the listeners' timeouts and limits, and where /metrics
 	// is served (edge.go).
 	Edge
@@ -115,11 +116,12 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	f.fromEnv("drain-timeout", "AAPD_DRAIN_TIMEOUT")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted")
 	f.fromEnv("max-body-bytes", "AAPD_MAX_BODY_BYTES")
+	f.Int64Var(&cfg.ImportMaxBytes, "import-max-bytes", v3.DefaultImportMaxBytes, "largest session document POST /sessions/import takes")
+	f.fromEnv("import-max-bytes", "AAPD_IMPORT_MAX_BYTES")
 	f.DurationVar(&cfg.KeepAlive, "sse-keepalive", httpapi.DefaultKeepAlive, "idle time after which a stream sends a keep-alive comment")
 	f.fromEnv("sse-keepalive", "AAPD_SSE_KEEPALIVE")
 	edgeFlags(f, &cfg.Edge)
-	key := f.String("encryption-key", "", "base64 of 32 random bytes sealing secret options at rest (openssl rand -base64 32)")
-	f.fromEnv("encryption-key", "AAPD_ENCRYPTION_KEY")
+	key := encryptionKeyFlag(f)
 	f.StringVar(&cfg.AgentsFile, "config", "", "agents configuration file (YAML, docs/agents.md); without one, the echo agent alone")
 	f.fromEnv("config", "AAPD_CONFIG")
 	f.DurationVar(&cfg.JWKSMinRefresh, "jwks-min-refresh", auth.DefaultJWKSMinRefresh, "least time between two fetches of an issuer's key set caused by tokens with an unknown kid")
@@ -145,12 +147,8 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 			cfg.CORSOrigins = append(cfg.CORSOrigins, o)
 		}
 	}
-	if *key != "" {
-		b, err := base64.StdEncoding.DecodeString(*key)
-		if err != nil || len(b) != 32 {
-			return Config{}, &usageError{"--encryption-key must be the base64 of exactly 32 bytes (openssl rand -base64 32)"}
-		}
-		cfg.EncryptionKey = b
+	if cfg.EncryptionKey, err = encryptionKey(*key); err != nil {
+		return Config{}, err
 	}
 	if cfg.AdminToken, err = adminToken(*adminTokenFile); err != nil {
 		return Config{}, err
@@ -158,8 +156,9 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	if err := cfg.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return Config{}, &usageError{fmt.Sprintf("--log-level: %v", err)}
 	}
-	if cfg.Workers < 1 || cfg.Lease < time.Second || cfg.DrainTimeout < 0 || cfg.MaxBodyBytes < 1024 || cfg.KeepAlive < 100*time.Millisecond {
-		return Config{}, &usageError{"--workers must be at least 1, --turn-lease at least 1s, --drain-timeout not negative, --max-body-bytes at least 1024, --sse-keepalive at least 100ms"}
+	if cfg.Workers < 1 || cfg.Lease < time.Second || cfg.DrainTimeout < 0 || cfg.MaxBodyBytes < 1024 || cfg.KeepAlive < 100*time.Millisecond ||
+		cfg.ImportMaxBytes < 1024 {
+		return Config{}, &usageError{"--workers must be at least 1, --turn-lease at least 1s, --drain-timeout not negative, --max-body-bytes and --import-max-bytes at least 1024, --sse-keepalive at least 100ms"}
 	}
 	if cfg.JWKSMinRefresh < time.Second {
 		return Config{}, &usageError{"--jwks-min-refresh must be at least 1s"}
@@ -361,7 +360,7 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 		Store: m.Store, Runner: m.Runner, Limits: m.Limits,
 		// The protocols served, each a door over the same pipeline.
 		Doors: []httpapi.Door{
-			v3.New(v3.Config{Store: m.Store, Agents: registry, Runner: m.Runner}),
+			v3.New(v3.Config{Store: m.Store, Agents: registry, Runner: m.Runner, ImportMaxBytes: m.cfg.ImportMaxBytes}),
 			v1.New(v1.Config{Sessions: m.Store, Agents: registry, Runner: m.Runner}),
 			agui.New(agui.Config{Store: m.Store, Agents: registry, Runner: m.Runner}),
 		},

@@ -11,8 +11,8 @@ import (
 
 func tenantsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return subcommand(ctx, "tenants", args, stdout, stderr, map[string]func(context.Context, []string, io.Writer, io.Writer) error{
-		"create": tenantsCreate, "list": tenantsList, "delete": tenantsDelete,
-	}, `"create NAME", "list" or "delete NAME"`)
+		"create": tenantsCreate, "list": tenantsList, "delete": tenantsDelete, "export": tenantsExport, "import": tenantsImport,
+	}, `"create NAME", "list", "delete NAME", "export NAME" or "import [FILE]"`)
 }
 
 // tenantsCreate prints the new tenant's id and name.

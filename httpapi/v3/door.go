@@ -31,7 +31,13 @@ type Config struct {
 	Store  *store.Store
 	Agents *agents.Registry
 	Runner *agents.Runner
+	// ImportMaxBytes bounds the document POST /sessions/import takes (413
+	// beyond); zero is DefaultImportMaxBytes.
+	ImportMaxBytes int64
 }
+
+// DefaultImportMaxBytes is the largest import document taken by default.
+const DefaultImportMaxBytes = 1 << 30
 
 // Door is AAP v3's front door.
 type Door struct {
@@ -40,7 +46,12 @@ type Door struct {
 }
 
 // New returns the door; it serves once mounted (httpapi.Config.Doors).
-func New(cfg Config) *Door { return &Door{cfg: cfg} }
+func New(cfg Config) *Door {
+	if cfg.ImportMaxBytes <= 0 {
+		cfg.ImportMaxBytes = DefaultImportMaxBytes
+	}
+	return &Door{cfg: cfg}
+}
 
 // Mount registers AAP v3's routes, each with the scope it needs
 // (docs/tenancy.md): reading, streams followed included, needs
@@ -68,6 +79,11 @@ func (d *Door) Mount(r *mux.Router, e httpapi.Edge) {
 	// Extensions (docs/compaction.md): compaction on demand, and its records.
 	r.Handle("/sessions/{id}/compact", e.Guard(write, d.compactSession)).Methods(http.MethodPost)
 	r.Handle("/sessions/{id}/compactions", e.Guard(read, d.listCompactions)).Methods(http.MethodGet)
+
+	// Extensions (docs/lifecycle.md): fork, export and import.
+	r.Handle("/sessions/{id}/fork", e.Guard(write, d.forkSession)).Methods(http.MethodPost)
+	r.Handle("/sessions/{id}/export", e.Guard(read, d.exportSession)).Methods(http.MethodGet)
+	r.Handle("/sessions/import", e.Guard(write, d.importSession)).Methods(http.MethodPost)
 }
 
 // getMeta is GET /meta: the agents this server runs.

@@ -14,6 +14,7 @@ import (
 	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/store"
+	"github.com/aapd/aapd/transfer"
 )
 
 // createSession is POST /sessions: validate everything, then store.
@@ -143,6 +144,9 @@ type SessionRecord struct {
 	// that a client that lost its state can rebuild it (docs/protocols.md);
 	// absent when there are none.
 	Pending []PendingCall `json:"pending,omitempty"`
+	// ForkedFrom names the session this one was forked from and its point
+	// (docs/lifecycle.md); absent for a session that is not a fork.
+	ForkedFrom *transfer.ForkedFrom `json:"forkedFrom,omitempty"`
 }
 
 // Awaiting values of PendingCall: what the client must send for the call.
@@ -185,8 +189,12 @@ type SessionList struct {
 }
 
 func sessionRecord(sess store.Session) SessionRecord {
-	return SessionRecord{SessionInfo: sess.RedactedInfo(), Owner: sess.Owner,
+	rec := SessionRecord{SessionInfo: sess.RedactedInfo(), Owner: sess.Owner,
 		CreatedAt: sess.CreatedAt.UTC(), UpdatedAt: sess.UpdatedAt.UTC(), Status: sess.Status(), Pending: pendingCalls(sess)}
+	if f := sess.ForkedFrom; f != nil {
+		rec.ForkedFrom = &transfer.ForkedFrom{SessionID: f.SessionID, At: transfer.ForkAt{Message: f.Messages}}
+	}
+	return rec
 }
 
 // pageLimit reads the optional ?limit= of a list: DefaultPageLimit when
