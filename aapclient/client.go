@@ -73,7 +73,11 @@ type request struct {
 	path   string // escaped, from the base URL
 	query  url.Values
 	body   []byte // JSON, nil for none
-	header http.Header
+	// stream, when set, is the body instead, sent as it is read with
+	// contentType (an import): such a request is sent once.
+	stream      io.Reader
+	contentType string
+	header      http.Header
 	// resend says whether the request may be sent again after a transport
 	// failure, when the server may have acted on it: true for reads and for
 	// POSTs with an Idempotency-Key.
@@ -89,6 +93,9 @@ var errNoContent = errors.New("no content")
 // close; without, it is read whole (a read failure counts as a transport
 // failure) and returned, and the response's body is closed.
 func (c *Client) do(ctx context.Context, r request, keep bool) (*http.Response, []byte, error) {
+	if r.stream != nil {
+		return c.once(ctx, r, keep) // the body cannot be read twice
+	}
 	for attempt := 1; ; attempt++ {
 		res, body, err := c.once(ctx, r, keep)
 		if err == nil {
@@ -115,7 +122,10 @@ func (c *Client) once(ctx context.Context, r request, keep bool) (*http.Response
 		u += "?" + r.query.Encode()
 	}
 	var body io.Reader
-	if r.body != nil {
+	switch {
+	case r.stream != nil:
+		body = r.stream
+	case r.body != nil:
 		body = bytes.NewReader(r.body)
 	}
 	req, err := http.NewRequestWithContext(ctx, r.method, u, body)
@@ -125,7 +135,10 @@ func (c *Client) once(ctx context.Context, r request, keep bool) (*http.Response
 	for k, v := range r.header {
 		req.Header[k] = v
 	}
-	if r.body != nil {
+	switch {
+	case r.stream != nil:
+		req.Header.Set("Content-Type", r.contentType)
+	case r.body != nil:
 		req.Header.Set("Content-Type", "application/json")
 	}
 	accept := r.accept

@@ -30,6 +30,10 @@ type Error struct {
 	RequestID string
 	Field     string
 	TurnID    string
+	// Line and Rule are, for an import refused, the document's line and
+	// the rule it breaks (docs/lifecycle.md).
+	Line int
+	Rule string
 
 	// RetryAfter is the server's Retry-After, zero when it sent none.
 	RetryAfter time.Duration
@@ -57,10 +61,14 @@ func (e *Error) Error() string {
 
 // Temporary reports whether the request may succeed if sent again later:
 // the server refused it without acting on it (409 a turn is running, 429,
-// 503). Retries of these are what the client's RetryPolicy does.
+// 503). Retries of these are what the client's RetryPolicy does. The
+// conflicts of a fork's point that waiting does not resolve (aapd's
+// tool-calls-open and compacted-history-gone) are not temporary.
 func (e *Error) Temporary() bool {
 	switch e.Status {
-	case http.StatusConflict, http.StatusTooManyRequests, http.StatusServiceUnavailable:
+	case http.StatusConflict:
+		return e.Type != ProblemToolCallsOpen && e.Type != ProblemCompactedHistoryGone
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		return true
 	}
 	return false
@@ -85,13 +93,15 @@ func readError(res *http.Response, method, path string, now time.Time) *Error {
 			RequestID string `json:"requestId"`
 			Field     string `json:"field"`
 			TurnID    string `json:"turnId"`
+			Line      int    `json:"line"`
+			Rule      string `json:"rule"`
 		}
 		if json.Unmarshal(body, &p) == nil && (p.Type != "" || p.Title != "" || p.Detail != "") {
 			if p.Type != "" {
 				e.Type = p.Type
 			}
 			e.Title, e.Detail, e.Instance = p.Title, p.Detail, p.Instance
-			e.Field, e.TurnID = p.Field, p.TurnID
+			e.Field, e.TurnID, e.Line, e.Rule = p.Field, p.TurnID, p.Line, p.Rule
 			if p.RequestID != "" {
 				e.RequestID = p.RequestID
 			}

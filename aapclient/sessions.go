@@ -52,6 +52,9 @@ type Session struct {
 	// (aapd, docs/protocols.md): what a client that lost its state must
 	// answer.
 	Pending []PendingCall `json:"pending,omitempty"`
+	// ForkedFrom names the session this one was forked from (aapd,
+	// docs/lifecycle.md); nil for a session that is not a fork.
+	ForkedFrom *ForkedFrom `json:"forkedFrom,omitempty"`
 }
 
 // PendingCall is a tool call a session waits on the client for.

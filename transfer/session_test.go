@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/store/storetest"
 	"github.com/aapd/aapd/transfer"
+	"github.com/aapd/aapd/transfer/transfertest"
 )
 
 // export writes a session's document.
@@ -25,37 +25,6 @@ func export(t *testing.T, st *store.Store, tenantID, sessionID string, opts tran
 		t.Fatal(err)
 	}
 	return buf.Bytes()
-}
-
-// normalized is a document's lines decoded, with what an import changes
-// replaced by what it stands for: the session's id, turn ids (by order of
-// appearance) and the checksum.
-func normalized(t *testing.T, doc []byte) []map[string]any {
-	t.Helper()
-	turns := map[string]string{}
-	var out []map[string]any
-	for i, line := range strings.Split(strings.TrimSuffix(string(doc), "\n"), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("line %d: %v", i+1, err)
-		}
-		switch m["type"] {
-		case "header":
-			m["session"].(map[string]any)["id"] = "SESSION"
-		case "turn":
-			id := m["id"].(string)
-			turns[id] = fmt.Sprintf("TURN%d", len(turns)+1)
-			m["id"] = turns[id]
-		case "message":
-			if id, ok := m["turn"].(string); ok {
-				m["turn"] = turns[id]
-			}
-		case "trailer":
-			m["sha256"] = "SUM"
-		}
-		out = append(out, m)
-	}
-	return out
 }
 
 // A session exported, imported and exported again gives the same document
@@ -86,17 +55,10 @@ func TestExportImportExportGivesTheSameDocument(t *testing.T) {
 			t.Fatalf("import: %v", err)
 		}
 		second := export(t, st, to.ID, imported.ID, opts)
-		a, b := normalized(t, first), normalized(t, second)
-		if len(a) != len(b) {
-			t.Fatalf("%d lines exported, %d after the round trip", len(a), len(b))
-		}
-		for i := range a {
-			if i == 0 {
-				a[0]["session"].(map[string]any)["owner"] = "alice" // the importer's
-			}
-			if !reflect.DeepEqual(a[i], b[i]) {
-				t.Errorf("line %d:\n%v\nafter the round trip:\n%v", i+1, a[i], b[i])
-			}
+		a, b := transfertest.Normalized(t, first), transfertest.Normalized(t, second)
+		a[0]["session"].(map[string]any)["owner"] = "alice" // the importer's
+		if d := transfertest.Diff(a, b); d != "" {
+			t.Errorf("the round trip changed the document:\n%s", d)
 		}
 		for _, typ := range []aap.HistoryType{aap.HistoryFull, aap.HistoryCompacted} {
 			x, _ := st.History(ctx, store.HistoryParams{TenantID: from.ID, SessionID: id, Type: typ})

@@ -84,7 +84,7 @@ func (hw *hashingWriter) Write(p []byte) (int, error) {
 type TenantImporter interface {
 	Importer
 	// CreateTenant creates the tenant, its limits and issuers, and returns
-	// its id.
+	// its id: also with an error, once the tenant itself was created.
 	CreateTenant(ctx context.Context, t Tenant) (string, error)
 }
 
@@ -122,7 +122,7 @@ func ReadTenant(ctx context.Context, r io.Reader, dst TenantImporter, opts ReadO
 		return "", 0, lr.errAt(RuleFormat, "version %d is unknown to this server, which reads versions 1 to %d", tl.Version, TenantVersion)
 	}
 	if tenantID, err = dst.CreateTenant(ctx, tl.Tenant); err != nil {
-		return "", 0, err
+		return tenantID, 0, err // the tenant, if it was created before the error
 	}
 	opts.TenantID, opts.OwnerFromDocument = tenantID, true
 	for {

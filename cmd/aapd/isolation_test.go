@@ -154,6 +154,9 @@ func TestTenantIsolation(t *testing.T) {
 			"messages": []any{map[string]any{"role": "user", "content": "hi"}}}},
 		{"tool result when none is pending", "POST", "/sessions/{id}/turns", map[string]any{"messages": []any{
 			map[string]any{"role": "tool", "toolCallId": "call_unknown", "content": "x"}}}},
+		{"fork", "POST", "/sessions/{id}/fork", map[string]any{}},
+		{"fork at a message", "POST", "/sessions/{id}/fork", map[string]any{"at": map[string]any{"message": 1}}},
+		{"export", "GET", "/sessions/{id}/export", nil},
 		{"delete", "DELETE", "/sessions/{id}", nil},
 	}
 

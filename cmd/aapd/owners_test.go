@@ -63,6 +63,9 @@ func TestEndUsersSeeOnlyTheirOwnSessions(t *testing.T) {
 		{"cancel turn", "POST", "/sessions/{id}/turns/{turn}/cancel", nil},
 		{"compact", "POST", "/sessions/{id}/compact", nil},
 		{"list compactions", "GET", "/sessions/{id}/compactions", nil},
+		{"fork", "POST", "/sessions/{id}/fork", map[string]any{}},
+		{"fork at a message", "POST", "/sessions/{id}/fork", map[string]any{"at": map[string]any{"message": 1}}},
+		{"export", "GET", "/sessions/{id}/export", nil},
 		{"delete", "DELETE", "/sessions/{id}", nil},
 	}
 	path := func(in intrusion, sid, turn string) string {

@@ -106,6 +106,9 @@ func pointError(err error) error {
 		}
 		p := httpapi.NewProblem(http.StatusConflict, conflict.Reason, titles[conflict.Reason], "%s", conflict.Msg)
 		p.TurnID = conflict.TurnID
+		if conflict.Reason == store.PointTurnRunning {
+			p.WithRetryAfter(1) // the turn ends; the point may then be taken
+		}
 		return p
 	}
 	return err
