@@ -20,10 +20,16 @@ type SessionImportParams struct {
 	// SecretOptions are sealed anew; Sealed, when set, are secret values
 	// sealed by a server with the same key, kept as they are.
 	Session ExportedSession
+	// KeepIDs keeps the session's id (Session.ID) and its turns' (an
+	// operator moving a tenant): a session of the tenant with the same id
+	// makes the import fail with ErrConflict. Otherwise they get new ones.
+	KeepIDs bool
 }
 
 // ImportPart is one part of a document after its session, in document
-// order: exactly one field is set.
+// order: exactly one field is set. A Message's bytes may be valid only
+// until the next part is asked for: SessionImport writes (or copies) them
+// before it asks.
 type ImportPart struct {
 	// Turn is a turn's record; the session gets a new id for it.
 	Turn *Turn
@@ -40,7 +46,8 @@ type ImportPart struct {
 // another encryption key than this server's.
 var ErrSealedElsewhere = errors.New("the secret option values were sealed with another encryption key than this server's")
 
-// importFlushBytes is about how much an import holds before writing it.
+// importFlushBytes is about how much an import holds before writing it
+// (the full history aside, which streams).
 const importFlushBytes = 4 << 20
 
 // SessionImport creates a session of the tenant from the parts next
@@ -59,16 +66,23 @@ func (s *Store) SessionImport(ctx context.Context, p SessionImportParams, next f
 		if err != nil {
 			return err
 		}
-		w := &importer{tx: tx, tenantID: p.TenantID, sessionID: sess.ID}
+		w := &importer{tx: tx, tenantID: p.TenantID, sessionID: sess.ID, next: next, keepIDs: p.KeepIDs}
 		for {
-			part, err := next()
+			part, err := w.pull()
 			if errors.Is(err, io.EOF) {
 				break
 			}
 			if err != nil {
 				return err
 			}
-			if err := w.add(ctx, part); err != nil {
+			if part.Message != nil || part.Turn != nil {
+				// The full history, most of a document, streams into
+				// the database as it is read.
+				err = w.copyHistory(ctx, part)
+			} else {
+				err = w.add(ctx, part)
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -99,7 +113,13 @@ func (s *Store) importSession(ctx context.Context, tx pgx.Tx, p SessionImportPar
 		}
 	}
 	sess := in.Session
-	sess.TenantID, sess.ID, sess.Owner, sess.ActiveTurnID, sess.TurnLive = p.TenantID, NewSessionID(), p.Owner, "", false
+	sess.TenantID, sess.Owner, sess.ActiveTurnID, sess.TurnLive = p.TenantID, p.Owner, "", false
+	switch {
+	case !p.KeepIDs:
+		sess.ID = NewSessionID()
+	case !ValidID("sess_", sess.ID):
+		return Session{}, fmt.Errorf("%q is not a session id this server could have made", sess.ID)
+	}
 	var forkedFrom *string
 	var forkedAt *int64
 	if in.ForkedFrom != nil {
@@ -123,11 +143,16 @@ func (s *Store) importSession(ctx context.Context, tx pgx.Tx, p SessionImportPar
 	return sess, nil
 }
 
-// importer buffers an import's rows per table and writes them with COPY.
+// importer writes an import's rows with COPY: the full history streamed,
+// the rest buffered per table a few MiB at a time.
 type importer struct {
 	tx        pgx.Tx
 	tenantID  string
 	sessionID string
+	next      func() (ImportPart, error)
+	keepIDs   bool
+	// stashed is a part pulled but not taken yet (copyHistory stops at it).
+	stashed *ImportPart
 
 	messages int64 // messages so far: the last one's seq
 	// docTurn is the document's id of the last turn, newTurn the id it
@@ -136,38 +161,134 @@ type importer struct {
 	compaction       int64 // the id given to the last compaction
 	ids              []int64
 
-	turnRows, messageRows, compactionRows, replacedRows, writtenRows [][]any
-	copies                                                           []CompactedPart
-	held                                                             int
+	turnRows, compactionRows, replacedRows, writtenRows [][]any
+	copies                                              []CompactedPart
+	held                                                int
 }
 
+// pull returns the part stashed, or the next.
+func (w *importer) pull() (ImportPart, error) {
+	if p := w.stashed; p != nil {
+		w.stashed = nil
+		return *p, nil
+	}
+	return w.next()
+}
+
+// importTurnsHeld bounds the turn records held while the full history
+// streams: when that many wait, the stream stops to write them.
+const importTurnsHeld = 10_000
+
+// copyHistory streams the full history from first on into messages, in
+// one COPY, reading the parts as the COPY takes them (the reading and the
+// database's work overlap), and holds the turns' records meanwhile, which
+// are written once it stops: at the first part that is neither, or when
+// importTurnsHeld turns wait.
+func (w *importer) copyHistory(ctx context.Context, first ImportPart) error {
+	src := &historySource{w: w, part: &first}
+	if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{"messages"},
+		[]string{"tenant_id", "session_id", "seq", "turn_id", "origin", "message", "extra", "created_at"}, src); err != nil {
+		if src.err != nil {
+			return src.err
+		}
+		return fmt.Errorf("write messages: %w", interpretError(err))
+	}
+	if src.err != nil {
+		return src.err
+	}
+	return w.flush(ctx)
+}
+
+// historySource is the rows of copyHistory's COPY.
+type historySource struct {
+	w    *importer
+	part *ImportPart // the part to take next, if pulled already
+	row  []any
+	err  error
+}
+
+func (h *historySource) Next() bool {
+	w := h.w
+	for {
+		part := h.part
+		h.part = nil
+		if part == nil {
+			p, err := w.pull()
+			if errors.Is(err, io.EOF) {
+				return false
+			}
+			if err != nil {
+				h.err = err
+				return false
+			}
+			part = &p
+		}
+		switch {
+		case part.Message != nil:
+			h.row, h.err = w.messageRow(part.Message)
+			return h.err == nil
+		case part.Turn != nil:
+			if h.err = w.addTurn(part.Turn); h.err != nil {
+				return false
+			}
+			if len(w.turnRows) >= importTurnsHeld {
+				return false
+			}
+		default:
+			w.stashed = part
+			return false
+		}
+	}
+}
+
+func (h *historySource) Values() ([]any, error) { return h.row, nil }
+
+func (h *historySource) Err() error { return h.err }
+
+// addTurn holds a turn's record, under a new id.
+func (w *importer) addTurn(t *Turn) error {
+	w.docTurn, w.newTurn = t.ID, NewTurnID()
+	if w.keepIDs {
+		if !ValidID("turn_", t.ID) {
+			return fmt.Errorf("%q is not a turn id this server could have made", t.ID)
+		}
+		w.newTurn = t.ID
+	}
+	w.turnRows = append(w.turnRows, []any{w.tenantID, w.sessionID, w.newTurn, string(t.Status), string(t.Stream),
+		nullText(string(t.StopReason)), nullText(PgText(t.Error)), nullText(t.ErrorType), t.InputTokens, t.OutputTokens,
+		t.CreatedAt, t.FinishedAt, w.messages + 1})
+	w.held += 200 + len(t.Error)
+	return nil
+}
+
+// messageRow is the row of the next message, whose turn is the last one's
+// new id.
+func (w *importer) messageRow(m *ExportedMessage) ([]any, error) {
+	w.messages++
+	if m.Seq != w.messages {
+		return nil, fmt.Errorf("message %d is not the next (%d)", m.Seq, w.messages)
+	}
+	var turn *string
+	switch m.TurnID {
+	case "":
+	case w.docTurn:
+		id := w.newTurn
+		turn = &id
+	default:
+		return nil, fmt.Errorf("message %d names turn %s, which is not the last turn", m.Seq, m.TurnID)
+	}
+	// The message's bytes are its line's, valid until the next part is
+	// asked for: the COPY encodes the row before it asks.
+	var extra []byte
+	if len(m.Extra) > 0 {
+		extra = m.Extra
+	}
+	return []any{w.tenantID, w.sessionID, m.Seq, turn, string(m.Origin), []byte(m.Message), extra, m.CreatedAt}, nil
+}
+
+// add holds a part that is not of the full history.
 func (w *importer) add(ctx context.Context, part ImportPart) error {
 	switch {
-	case part.Turn != nil:
-		t := part.Turn
-		w.docTurn, w.newTurn = t.ID, NewTurnID()
-		w.turnRows = append(w.turnRows, []any{w.tenantID, w.sessionID, w.newTurn, string(t.Status), string(t.Stream),
-			nullText(string(t.StopReason)), nullText(PgText(t.Error)), nullText(t.ErrorType), t.InputTokens, t.OutputTokens,
-			t.CreatedAt, t.FinishedAt, w.messages + 1})
-		w.held += 200 + len(t.Error)
-	case part.Message != nil:
-		m := part.Message
-		w.messages++
-		if m.Seq != w.messages {
-			return fmt.Errorf("message %d is not the next (%d)", m.Seq, w.messages)
-		}
-		var turn *string
-		switch m.TurnID {
-		case "":
-		case w.docTurn:
-			id := w.newTurn
-			turn = &id
-		default:
-			return fmt.Errorf("message %d names turn %s, which is not the last turn", m.Seq, m.TurnID)
-		}
-		w.messageRows = append(w.messageRows, []any{w.tenantID, w.sessionID, m.Seq, turn, string(m.Origin),
-			string(m.Message), rawOrNull(m.Extra), m.CreatedAt})
-		w.held += 100 + len(m.Message) + len(m.Extra)
 	case part.Compaction != nil:
 		c := part.Compaction
 		id, err := w.compactionID(ctx)
@@ -234,7 +355,6 @@ func (w *importer) flush(ctx context.Context) error {
 	}{
 		{"turns", []string{"tenant_id", "session_id", "id", "status", "stream", "stop_reason", "error", "error_type",
 			"input_tokens", "output_tokens", "created_at", "finished_at", "first_seq"}, &w.turnRows},
-		{"messages", []string{"tenant_id", "session_id", "seq", "turn_id", "origin", "message", "extra", "created_at"}, &w.messageRows},
 		{"compactions", []string{"tenant_id", "session_id", "id", "created_at", "trigger", "strategy", "from_seq", "to_seq",
 			"messages_before", "messages_after", "tokens_before", "tokens_after"}, &w.compactionRows},
 		{"compaction_replaced", []string{"tenant_id", "session_id", "compaction_id", "seq", "last_seq", "source_seq", "message", "extra"}, &w.replacedRows},

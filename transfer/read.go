@@ -14,6 +14,10 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/auth"
@@ -33,6 +37,9 @@ type ReadOptions struct {
 	// (an operator moving sessions).
 	Owner             string
 	OwnerFromDocument bool
+	// KeepIDs keeps the session's and its turns' ids (an operator moving a
+	// tenant, whose clients keep the ids they stored).
+	KeepIDs bool
 	// Sealed accepts a header's sealed secret values: an operator's
 	// import only (a tenant could otherwise borrow another's).
 	Sealed bool
@@ -285,7 +292,8 @@ func readHeader(lr *lineReader, line []byte, opts ReadOptions) (store.SessionImp
 			return p, nil, lr.errAt(RuleValue, "session.owner is not an end user's subject (1 to 255 bytes, no control characters)")
 		}
 	}
-	p = store.SessionImportParams{TenantID: opts.TenantID, Owner: owner, Session: out}
+	out.ID = s.ID
+	p = store.SessionImportParams{TenantID: opts.TenantID, Owner: owner, Session: out, KeepIDs: opts.KeepIDs}
 	return p, &validator{lr: lr, header: s, pending: pending, open: map[string]bool{}}, nil
 }
 
@@ -317,7 +325,9 @@ const (
 )
 
 // next is the store's source of parts: it reads, checks and converts the
-// next line; io.EOF once the trailer was read and checked.
+// next line; io.EOF once the trailer was read and checked. A message
+// part's Message and Extra are the line's own bytes: they are valid until
+// next is called again (the store writes them before it asks for more).
 func (v *validator) next() (store.ImportPart, error) {
 	if v.section == sectionDone {
 		return store.ImportPart{}, io.EOF
@@ -410,8 +420,8 @@ func (v *validator) turnLine(line []byte) (store.ImportPart, error) {
 }
 
 func (v *validator) messageLine(line []byte) (store.ImportPart, error) {
-	var m MessageLine
-	if err := decodeLine(line, &m); err != nil {
+	m, text, err := parseMessageLine(line)
+	if err != nil {
 		return store.ImportPart{}, v.lr.errAt(RuleJSON, "%v", err)
 	}
 	switch {
@@ -424,12 +434,11 @@ func (v *validator) messageLine(line []byte) (store.ImportPart, error) {
 	case m.Time.IsZero():
 		return store.ImportPart{}, v.lr.errAt(RuleValue, "message %d needs its time", m.Position)
 	}
-	msg, err := historyMessage(m.Message)
-	if err != nil {
-		return store.ImportPart{}, v.lr.errAt(RuleValue, "message %d: %v", m.Position, err)
-	}
-	if len(m.Extra) > 0 && !json.Valid(m.Extra) {
-		return store.ImportPart{}, v.lr.errAt(RuleJSON, "message %d: extra is not JSON", m.Position)
+	msg, ok := plainMessage(text)
+	if !ok {
+		if msg, err = historyMessage(m.Message); err != nil {
+			return store.ImportPart{}, v.lr.errAt(RuleValue, "message %d: %v", m.Position, err)
+		}
 	}
 	v.track(msg)
 	v.counts.Messages++
@@ -440,12 +449,98 @@ func (v *validator) messageLine(line []byte) (store.ImportPart, error) {
 	return store.ImportPart{Message: out}, nil
 }
 
-// historyMessage decodes a message of a history: any AAP message but a
-// tool permission, which histories never hold.
+// parseMessageLine decodes a message line as strictly as decodeLine does
+// (an unknown member, a value of the wrong type, anything after the object
+// are errors) in one quick pass over the line (gjson): message lines are
+// most of a document, and the message itself is decoded once more, by its
+// own rules (historyMessage).
+func parseMessageLine(line []byte) (m MessageLine, text string, err error) {
+	if !gjson.ValidBytes(line) || !utf8.Valid(line) {
+		return m, "", errors.New("not a JSON value in UTF-8")
+	}
+	root := gjson.ParseBytes(line)
+	if !root.IsObject() {
+		return m, "", errors.New("not a JSON object")
+	}
+	bad := func(k gjson.Result, want string, val gjson.Result) {
+		err = fmt.Errorf("message line: %s must be %s, not %s", k.Str, want, val.Raw)
+	}
+	root.ForEach(func(k, val gjson.Result) bool {
+		switch k.Str {
+		case "type":
+			m.Type = val.Str
+		case "position":
+			if val.Type != gjson.Number || !wholeNumber(val.Raw) {
+				bad(k, "a whole number", val)
+			}
+			m.Position = val.Int()
+		case "turn":
+			switch val.Type {
+			case gjson.Null:
+			case gjson.String:
+				t := val.Str
+				m.Turn = &t
+			default:
+				bad(k, "a string or null", val)
+			}
+		case "origin":
+			if val.Type != gjson.String {
+				bad(k, "a string", val)
+			}
+			m.Origin = val.Str
+		case "time":
+			if val.Type != gjson.String {
+				bad(k, "a string", val)
+			} else if m.Time, err = time.Parse(time.RFC3339Nano, val.Str); err != nil {
+				err = fmt.Errorf("message line: time: %v", err)
+			}
+		case "message":
+			m.Message, text = rawOf(line, val), val.Raw
+		case "extra":
+			if val.Type != gjson.Null {
+				m.Extra = rawOf(line, val)
+			}
+		default:
+			err = fmt.Errorf("json: unknown field %q", k.Str)
+		}
+		return err == nil
+	})
+	return m, text, err
+}
+
+// wholeNumber reports whether a JSON number is written as a whole number.
+func wholeNumber(raw string) bool {
+	raw = strings.TrimPrefix(raw, "-")
+	if raw == "" || len(raw) > 18 {
+		return false
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] < '0' || raw[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// rawOf returns a value's JSON as it is in the line, without a copy: it is
+// valid while the line is (until the reader's next line).
+func rawOf(line []byte, v gjson.Result) json.RawMessage {
+	if v.Index > 0 && v.Index+len(v.Raw) <= len(line) {
+		return line[v.Index : v.Index+len(v.Raw)]
+	}
+	return json.RawMessage(v.Raw)
+}
+
+// historyMessage checks a message of a history: any AAP message but a
+// tool permission, which histories never hold. A message whose content is
+// a string (most are) is checked first, in one quick pass (plainMessage).
 func historyMessage(raw json.RawMessage) (aap.Message, error) {
 	var msg aap.Message
 	if len(raw) == 0 {
 		return msg, errors.New("no message")
+	}
+	if m, ok := plainMessage(string(raw)); ok {
+		return m, nil
 	}
 	if err := json.Unmarshal(raw, &msg); err != nil {
 		return msg, err
@@ -454,6 +549,38 @@ func historyMessage(raw json.RawMessage) (aap.Message, error) {
 		return msg, errors.New(`a "tool_permission" message is never part of a history`)
 	}
 	return msg, nil
+}
+
+// plainMessage reads a message that is plainly valid, as AAP takes any
+// string as content: a system, user or assistant message of string
+// content, or a tool result of string content with its call's id, and
+// nothing else. Its content is not kept: only its role and call id are
+// needed of it (track). Any other message is decoded by AAP's rules.
+func plainMessage(text string) (aap.Message, bool) {
+	var m aap.Message
+	ok, content := true, false
+	gjson.Parse(text).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "role":
+			m.Role = aap.Role(v.Str)
+			ok = v.Type == gjson.String
+		case "content":
+			ok, content = v.Type == gjson.String, true
+		case "toolCallId":
+			m.ToolCallID = v.Str
+			ok = v.Type == gjson.String && v.Str != ""
+		default:
+			ok = false
+		}
+		return ok
+	})
+	switch m.Role {
+	case aap.RoleSystem, aap.RoleUser, aap.RoleAssistant:
+		return m, ok && content && m.ToolCallID == ""
+	case aap.RoleTool:
+		return m, ok && content && m.ToolCallID != ""
+	}
+	return m, false
 }
 
 // track follows the tool calls left open by the last assistant message.

@@ -90,7 +90,7 @@ type TenantImporter interface {
 
 // ReadTenant reads a tenant document from r: it creates the tenant, then
 // imports each session, each in a transaction of its own, keeping its
-// owner; it returns the tenant's id and the sessions imported. A broken
+// owner and its id and its turns'; it returns the tenant's id and the sessions imported. A broken
 // line is a *LineError. On an error, whatever was created stays: the
 // caller removes the tenant (admin.Service.ImportTenant does).
 func ReadTenant(ctx context.Context, r io.Reader, dst TenantImporter, opts ReadOptions) (tenantID string, sessions int64, err error) {
@@ -124,7 +124,7 @@ func ReadTenant(ctx context.Context, r io.Reader, dst TenantImporter, opts ReadO
 	if tenantID, err = dst.CreateTenant(ctx, tl.Tenant); err != nil {
 		return tenantID, 0, err // the tenant, if it was created before the error
 	}
-	opts.TenantID, opts.OwnerFromDocument = tenantID, true
+	opts.TenantID, opts.OwnerFromDocument, opts.KeepIDs = tenantID, true, true
 	for {
 		line, err := lr.next()
 		if errors.Is(err, io.EOF) {

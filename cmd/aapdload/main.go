@@ -17,6 +17,11 @@
 // the first latency is then the 202 answer's, and the turn's end is waited
 // for (aapclient.WaitTurn) before the session's next turn.
 //
+// With -import N, -export SESSION or -fork SESSION it measures the
+// lifecycle of a session instead (lifecycle.go): a generated session of N
+// messages imported, a session's document read to its end, a session
+// forked again and again.
+//
 // Results of reference runs are in docs/benchmarks.md.
 package main
 
@@ -51,6 +56,13 @@ func main() {
 		message     = flag.String("message", "/words 50", "user message of every turn")
 		burst       = flag.Bool("burst", false, "create every session first, then start one turn on each at once")
 		background  = flag.Bool("background", false, "send background turns (Prefer: respond-async) and wait for each one's end")
+		// The lifecycle modes (lifecycle.go).
+		importN   = flag.Int("import", 0, "import a generated session of this many messages, and report the rate")
+		msgBytes  = flag.Int("message-bytes", 1200, "-import: about how many bytes each message holds")
+		exportID  = flag.String("export", "", "export this session to its end, and report the rate")
+		forkID    = flag.String("fork", "", "fork this session -forks times, one after the other, and report the latency")
+		forks     = flag.Int("forks", 20, "-fork: how many forks")
+		serverPID = flag.Int("server-pid", 0, "-import, -export: the server's process id, to report how much it grew")
 	)
 	flag.Parse()
 	if *key == "" {
@@ -73,6 +85,22 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "aapdload:", err)
 		os.Exit(2)
+	}
+	if *importN > 0 || *exportID != "" || *forkID != "" {
+		var err error
+		switch {
+		case *importN > 0:
+			err = importSession(ctx, client, *importN, *msgBytes, *serverPID)
+		case *exportID != "":
+			err = exportSession(ctx, client, *exportID, *serverPID)
+		default:
+			err = forkSession(ctx, client, *forkID, *forks)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "aapdload:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	l := &load{client: client, agent: *agent, stream: aap.StreamMode(*stream), message: *message, background: *background}
 	if *burst {
