@@ -225,15 +225,7 @@ func TestForkNeverTakesARunningTurn(t *testing.T) {
 	defer in.Close()
 	c := storetest.NewConversation(t, st, tn.ID, store.SessionCreateParams{}, aap.UserMessage("one"), aap.UserMessage("two"))
 	done := c.Turn([]aap.Message{aap.UserMessage("three")}, textAnswer("four"), nil)
-	begun, err := st.TurnBegin(ctx, &store.TurnBeginParams{
-		TenantID: tn.ID, SessionID: c.ID, TurnID: store.NewTurnID(), Stream: aap.StreamNone, Owner: in.ID(), Lease: time.Minute,
-		Prepare: func(store.Session) (store.TurnPlan, error) {
-			return store.TurnPlan{Messages: []store.NewMessage{{Message: aap.UserMessage("five"), Origin: store.OriginClient}}}, nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	begun := c.StartTurn(in.ID(), "five")
 	running := begun.Turn.ID
 	if err := st.TurnCommitStep(ctx, store.TurnStepParams{Ref: begun.Turn.Ref(), Step: 1, FirstSeq: 6, Lease: time.Minute,
 		Messages: []store.NewMessage{{Message: aap.AssistantMessage(aap.TextBlock("six")), Origin: store.OriginAgent}}}); err != nil {

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/store"
@@ -130,14 +129,7 @@ func TestExportLeavesARunningTurnOut(t *testing.T) {
 	defer in.Close()
 	c := storetest.NewConversation(t, st, tn.ID, store.SessionCreateParams{}, aap.UserMessage("one"))
 	c.Say("two", "three")
-	begun, err := st.TurnBegin(ctx, &store.TurnBeginParams{TenantID: tn.ID, SessionID: c.ID, TurnID: store.NewTurnID(),
-		Stream: aap.StreamNone, Owner: in.ID(), Lease: time.Minute,
-		Prepare: func(store.Session) (store.TurnPlan, error) {
-			return store.TurnPlan{Messages: []store.NewMessage{{Message: aap.UserMessage("four"), Origin: store.OriginClient}}}, nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	begun := c.StartTurn(in.ID(), "four")
 	doc := export(t, st, tn.ID, c.ID, transfer.WriteOptions{})
 	if bytes.Contains(doc, []byte(`"four"`)) || bytes.Count(doc, []byte(`"type":"turn"`)) != 1 {
 		t.Errorf("the export holds the running turn:\n%s", doc)

@@ -109,6 +109,24 @@ func (c *Conversation) Turn(client []aap.Message, agent []aap.Message, pending [
 	return ref.TurnID
 }
 
+// StartTurn claims the session for a turn of a user message, run by the
+// instance owner (a live Instance's id: the turn then runs until the
+// instance closes), and leaves it running.
+func (c *Conversation) StartTurn(owner int32, user string) *store.TurnBegun {
+	c.T.Helper()
+	begun, err := c.Store.TurnBegin(context.Background(), &store.TurnBeginParams{
+		TenantID: c.TenantID, SessionID: c.ID, TurnID: store.NewTurnID(), Stream: aap.StreamNone, Owner: owner, Lease: time.Minute,
+		Prepare: func(store.Session) (store.TurnPlan, error) {
+			return store.TurnPlan{Messages: []store.NewMessage{{Message: aap.UserMessage(user), Origin: store.OriginClient}}}, nil
+		},
+	})
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	c.LastSeq = begun.LastSeq
+	return begun
+}
+
 // Say runs a turn of a user message answered with a text.
 func (c *Conversation) Say(user, answer string) string {
 	c.T.Helper()
