@@ -43,9 +43,9 @@ type ReadOptions struct {
 	// Sealed accepts a header's sealed secret values: an operator's
 	// import only (a tenant could otherwise borrow another's).
 	Sealed bool
-	// Agent, when set, refuses a session whose agent this server does not
-	// run: it returns why.
-	Agent func(name string) error
+	// Check, when set, refuses a session this server cannot run (its
+	// agent, options or tools, as the header names them): it returns why.
+	Check func(Session) error
 	// MaxLine bounds a line's length (DefaultMaxLine when zero).
 	MaxLine int
 }
@@ -243,9 +243,9 @@ func readHeader(lr *lineReader, line []byte, opts ReadOptions) (store.SessionImp
 	if s.Agent.Name == "" {
 		return p, nil, lr.errAt(RuleValue, "session.agent.name is required")
 	}
-	if opts.Agent != nil {
-		if err := opts.Agent(s.Agent.Name); err != nil {
-			return p, nil, lr.errAt(RuleReference, "session.agent.name: %v", err)
+	if opts.Check != nil {
+		if err := opts.Check(s); err != nil {
+			return p, nil, lr.errAt(RuleReference, "%v", err)
 		}
 	}
 	if s.Messages < 0 {

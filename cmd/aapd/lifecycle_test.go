@@ -291,6 +291,7 @@ func TestImportRefusesABrokenDocument(t *testing.T) {
 		{"cut", strings.Join(lines[:len(lines)-2], ""), len(lines) - 1, "trailer"},
 		{"edited", strings.Replace(doc.String(), "hello", "HELLO", 1), len(lines) - 1, "trailer"},
 		{"an agent this server does not run", strings.Replace(doc.String(), `"name":"echo"`, `"name":"other"`, 1), 1, "reference"},
+		{"an option the agent does not take", strings.Replace(doc.String(), `"name":"echo"`, `"name":"echo","options":{"colour":"red"}`, 1), 1, "reference"},
 		{"not JSON", "hello\n", 1, "json"},
 	} {
 		_, err := b.api().Import(ctx, strings.NewReader(tc.doc), "")

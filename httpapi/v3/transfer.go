@@ -41,6 +41,22 @@ func (d *Door) exportSession(w http.ResponseWriter, r *http.Request) error {
 	panic(http.ErrAbortHandler)
 }
 
+// canRun refuses an imported session this server cannot run: an agent it
+// does not have, options or tools the agent does not take.
+func (d *Door) canRun(s transfer.Session) error {
+	agent, ok := d.cfg.Agents.Get(s.Agent.Name)
+	if !ok {
+		return fmt.Errorf("session.agent.name: unknown agent %q (this server has %s)", s.Agent.Name, strings.Join(quote(d.cfg.Agents.Names()), ", "))
+	}
+	if err := aap.ValidateOptions("session.agent.options", s.Agent.Options, agent.Info); err != nil {
+		return err
+	}
+	if err := aap.ValidateClientTools("session.tools", s.Tools, s.Agent.Tools, agent.Info); err != nil {
+		return err
+	}
+	return aap.ValidateServerTools("session.agent.tools", s.Agent.Tools, s.Tools)
+}
+
 // declaredSecrets returns the secret options an agent declares.
 func (d *Door) declaredSecrets(agent string) []string {
 	a, ok := d.cfg.Agents.Get(agent)
@@ -85,12 +101,7 @@ func (d *Door) importSession(w http.ResponseWriter, r *http.Request) error {
 	body := d.edge.StreamBody(w, r, d.cfg.ImportMaxBytes)
 	sess, err := transfer.ReadSession(r.Context(), body, d.cfg.Store, transfer.ReadOptions{
 		TenantID: httpapi.TenantOf(r), Owner: owner,
-		Agent: func(name string) error {
-			if _, ok := d.cfg.Agents.Get(name); !ok {
-				return fmt.Errorf("unknown agent %q (this server has %s)", name, strings.Join(quote(d.cfg.Agents.Names()), ", "))
-			}
-			return nil
-		},
+		Check: d.canRun,
 	})
 	var line *transfer.LineError
 	switch {
