@@ -572,3 +572,34 @@ func TestForksRacingDeletionsOfTheirSources(t *testing.T) {
 		}
 	}
 }
+
+// A background turn waiting for a worker holds its session as a running
+// turn does, though no process runs it yet: a fork or an export never takes
+// it, and goes on to be resumed (docs/background.md).
+func TestForkNeverTakesAQueuedBackgroundTurn(t *testing.T) {
+	st := storetest.Open(t)
+	tn := storetest.NewTenant(t, st)
+	ctx := context.Background()
+	c := storetest.NewConversation(t, st, tn.ID, store.SessionCreateParams{}, aap.UserMessage("one"))
+	queued, err := st.TurnBegin(ctx, &store.TurnBeginParams{
+		TenantID: tn.ID, SessionID: c.ID, TurnID: store.NewTurnID(), Stream: aap.StreamNone, Lease: time.Minute,
+		Background: true, Queued: true,
+		Prepare: func(store.Session) (store.TurnPlan, error) {
+			return store.TurnPlan{Messages: []store.NewMessage{{Message: aap.UserMessage("later"), Origin: store.OriginClient}}}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conflict *store.PointConflictError
+	if _, err := forkAt(c, store.ForkPoint{}); !errors.As(err, &conflict) || conflict.TurnID != queued.Turn.ID {
+		t.Errorf("fork of the whole session: %v; want the queued turn running", err)
+	}
+	fork, err := forkAt(c, atMessage(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := storetest.FullTexts(t, st, tn.ID, fork.ID); !reflect.DeepEqual(got, []string{"1:one"}) {
+		t.Errorf("fork before the queued turn: %q", got)
+	}
+}

@@ -123,7 +123,7 @@ func (s *Store) readSource(ctx context.Context, tx pgx.Tx, tenantID, owner, id s
 		forShare = " FOR KEY SHARE"
 	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT `+sessionReadColumns+`, last_seq FROM sessions
+	b.Queue(`SELECT `+sessionReadColumns+`, last_seq, `+activeBackgroundSQL+` FROM sessions
 		WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)`+forShare, tenantID, id, owner)
 	b.Queue(`SELECT id, to_seq FROM compactions WHERE tenant_id = $1 AND session_id = $2 ORDER BY id`, tenantID, id)
 	br := tx.SendBatch(ctx, b)
@@ -133,8 +133,9 @@ func (s *Store) readSource(ctx context.Context, tx pgx.Tx, tenantID, owner, id s
 		claim      claimRead
 		forkedFrom *string
 		forkedAt   *int64
+		background bool
 	)
-	sess, err := s.scanSessionWith(br.QueryRow(), &claim.lease, &claim.owner, &forkedFrom, &forkedAt, &src.lastSeq)
+	sess, err := s.scanSessionWith(br.QueryRow(), &claim.lease, &claim.owner, &forkedFrom, &forkedAt, &src.lastSeq, &background)
 	if err != nil {
 		return nil, err
 	}
@@ -162,9 +163,13 @@ func (s *Store) readSource(ctx context.Context, tx pgx.Tx, tenantID, owner, id s
 	if src.ActiveTurnID == "" {
 		return &src, nil
 	}
-	expired, dead, err := claimState(ctx, tx, claim.lease, claim.owner)
-	if err != nil || expired || dead {
-		return &src, err
+	// A background turn holds its session until it ends, queued or its
+	// process dead: another worker goes on with it (docs/background.md).
+	if !background {
+		expired, dead, err := claimState(ctx, tx, claim.lease, claim.owner)
+		if err != nil || expired || dead {
+			return &src, err
+		}
 	}
 	src.running, src.TurnLive = src.ActiveTurnID, true
 	err = tx.QueryRow(ctx, `SELECT coalesce(first_seq, $4) FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3`,
