@@ -218,11 +218,7 @@ func TestForkNeverTakesARunningTurn(t *testing.T) {
 	st := storetest.Open(t)
 	tn := storetest.NewTenant(t, st)
 	ctx := context.Background()
-	in, err := st.StartInstance(ctx, store.InstanceParams{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
+	in := storetest.StartInstance(t, st)
 	c := storetest.NewConversation(t, st, tn.ID, store.SessionCreateParams{}, aap.UserMessage("one"), aap.UserMessage("two"))
 	done := c.Turn([]aap.Message{aap.UserMessage("three")}, textAnswer("four"), nil)
 	begun := c.StartTurn(in.ID(), "five")

@@ -122,11 +122,7 @@ func TestExportLeavesARunningTurnOut(t *testing.T) {
 	st := storetest.Open(t)
 	tn := storetest.NewTenant(t, st)
 	ctx := context.Background()
-	in, err := st.StartInstance(ctx, store.InstanceParams{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
+	in := storetest.StartInstance(t, st)
 	c := storetest.NewConversation(t, st, tn.ID, store.SessionCreateParams{}, aap.UserMessage("one"))
 	c.Say("two", "three")
 	begun := c.StartTurn(in.ID(), "four")

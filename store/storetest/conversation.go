@@ -109,6 +109,18 @@ func (c *Conversation) Turn(client []aap.Message, agent []aap.Message, pending [
 	return ref.TurnID
 }
 
+// StartInstance starts an instance of the store (a live process, as the
+// claims of its turns see it), closed when the test ends.
+func StartInstance(t testing.TB, st *store.Store) *store.Instance {
+	t.Helper()
+	in, err := st.StartInstance(context.Background(), store.InstanceParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(in.Close)
+	return in
+}
+
 // StartTurn claims the session for a turn of a user message, run by the
 // instance owner (a live Instance's id: the turn then runs until the
 // instance closes), and leaves it running.
