@@ -98,7 +98,6 @@ func (d *Door) Mount(r *mux.Router, e httpapi.Edge) {
 // getDocument is GET /sandbox-agent/openapi.json: the API's document.
 func (d *Door) getDocument(w http.ResponseWriter, _ *http.Request) error {
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "public, max-age=3600")
 	_, err := w.Write(document)
 	return err
 }
