@@ -1,12 +1,17 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/aapd/aapd/httpapi/sandboxagent"
 )
 
 // sandboxAgentInteropDir holds the scenarios that drive the sandbox-agent
@@ -77,5 +82,72 @@ func TestSandboxAgentOfficialSDK(t *testing.T) {
 	case <-a.done:
 	default:
 		t.Error("the replica the script was to kill is still running")
+	}
+}
+
+// chromium is the browser the inspector test drives: $CHROMIUM, or
+// Debian's chromium on the PATH.
+func chromium() (string, error) {
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p, nil
+	}
+	return exec.LookPath("chromium")
+}
+
+// TestSandboxAgentInspector runs interop/sandbox-agent/inspector.mjs: the
+// official sandbox-agent inspector, served under /ui/ from another origin
+// (a static file server), in headless Chromium driven by playwright-core
+// (pinned by package-lock.json; installed with npm ci when missing). It
+// opens the inspector with ?url=…&token=…, creates a session with the echo
+// agent, sends a message and sees the answer and the events, answers a
+// permission and a question. Without Chromium (Debian's chromium, or
+// $CHROMIUM) it skips, and says so — except under .ci/run, which installs
+// it and sets AAPD_REQUIRE_INSPECTOR.
+func TestSandboxAgentInspector(t *testing.T) {
+	// .ci/run requires the test to run: there, what it lacks is a failure.
+	skip := t.Skip
+	if os.Getenv("AAPD_REQUIRE_INSPECTOR") != "" {
+		skip = t.Fatal
+	}
+	browser, err := chromium()
+	if err != nil {
+		skip("Chromium is not installed (apt-get install chromium, or set CHROMIUM): the sandbox-agent inspector test skips")
+	}
+	node, errNode := exec.LookPath("node")
+	npm, errNpm := exec.LookPath("npm")
+	if errNode != nil || errNpm != nil {
+		skip("node and npm are not installed: install Node.js 20 or later to run the sandbox-agent inspector test")
+	}
+	kit := sandboxAgentKit(t)
+	dir, err := filepath.Abs(sandboxAgentInteropDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stale(filepath.Join(dir, "node_modules", ".package-lock.json"), filepath.Join(dir, "package-lock.json")) {
+		if out, err := runTool(t.Context(), installTimeout, commandSpec{dir: dir}, npm, "ci", "--no-audit", "--no-fund"); err != nil {
+			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+		}
+	}
+	s := startParallelServer(t)
+	c := s.newTenant(t)
+	mux := http.NewServeMux()
+	mux.Handle("/ui/", http.StripPrefix("/ui/", http.FileServer(http.Dir(filepath.Join(kit, "inspector")))))
+	ui := httptest.NewServer(mux) // another origin than the server's
+	defer ui.Close()
+	page := ui.URL + "/ui/?url=" + url.QueryEscape(s.base+sandboxagent.Prefix) + "&token=" + url.QueryEscape(c.key)
+	env := append(os.Environ(), "CHROMIUM="+browser, "INSPECTOR_URL="+page, "AAPD_URL="+s.base, "AAPD_KEY="+c.key)
+	out, err := runTool(t.Context(), toolTimeout, commandSpec{dir: dir, env: env}, node, "inspector.mjs")
+	t.Logf("node inspector.mjs:\n%s", out)
+	if err != nil {
+		t.Fatalf("the inspector scenario failed: %v", err)
+	}
+	passed := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "ok   ") {
+			passed++
+		}
+	}
+	if passed != 5 {
+		t.Fatalf("%d steps passed, want 5", passed)
 	}
 }
