@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/aapd/aapd/httpapi/sandboxagent"
@@ -64,20 +63,7 @@ func TestSandboxAgentOfficialSDK(t *testing.T) {
 	env := append(os.Environ(), "SANDBOX_AGENT_SDK="+kit, "AAPD_URL="+s.base, "AAPD_KEY="+tn.key.key,
 		"AAPD_KEY2="+other.key, "AAPD_USER1="+tn.user1.key, "AAPD_USER2="+tn.user2.key,
 		"REPLICA_A_URL="+a.base, "REPLICA_B_URL="+b.base, "REPLICA_A_PID="+strconv.Itoa(a.cmd.Process.Pid), "REPLICA_KEY="+replicaKey)
-	out, err := runTool(t.Context(), toolTimeout, commandSpec{dir: dir, env: env}, node, "sdk.mjs")
-	t.Logf("node sdk.mjs:\n%s", out)
-	if err != nil {
-		t.Fatalf("the sandbox-agent SDK scenarios failed: %v", err)
-	}
-	passed := 0
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(line, "ok   ") {
-			passed++
-		}
-	}
-	if passed != 10 {
-		t.Fatalf("%d scenarios passed, want 10", passed)
-	}
+	runScenarios(t, node, dir, "sdk.mjs", env, 10)
 	select {
 	case <-a.done:
 	default:
@@ -123,11 +109,7 @@ func TestSandboxAgentInspector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stale(filepath.Join(dir, "node_modules", ".package-lock.json"), filepath.Join(dir, "package-lock.json")) {
-		if out, err := runTool(t.Context(), installTimeout, commandSpec{dir: dir}, npm, "ci", "--no-audit", "--no-fund"); err != nil {
-			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-		}
-	}
+	npmInstall(t, npm, dir)
 	s := startParallelServer(t)
 	c := s.newTenant(t)
 	mux := http.NewServeMux()
@@ -136,18 +118,5 @@ func TestSandboxAgentInspector(t *testing.T) {
 	defer ui.Close()
 	page := ui.URL + "/ui/?url=" + url.QueryEscape(s.base+sandboxagent.Prefix) + "&token=" + url.QueryEscape(c.key)
 	env := append(os.Environ(), "CHROMIUM="+browser, "INSPECTOR_URL="+page, "AAPD_URL="+s.base, "AAPD_KEY="+c.key)
-	out, err := runTool(t.Context(), toolTimeout, commandSpec{dir: dir, env: env}, node, "inspector.mjs")
-	t.Logf("node inspector.mjs:\n%s", out)
-	if err != nil {
-		t.Fatalf("the inspector scenario failed: %v", err)
-	}
-	passed := 0
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(line, "ok   ") {
-			passed++
-		}
-	}
-	if passed != 5 {
-		t.Fatalf("%d steps passed, want 5", passed)
-	}
+	runScenarios(t, node, dir, "inspector.mjs", env, 5)
 }

@@ -59,8 +59,26 @@ type translator struct {
 type openItem struct {
 	id    string
 	parts []Part
-	// textOpen and reasoningOpen tell which part deltas go to.
-	textOpen, reasoningOpen bool
+	// deltasTo is the kind of the last part while deltas add to it
+	// ("text" or "reasoning"), "" once a whole text ended it.
+	deltasTo string
+}
+
+// add adds text to the message: to its last part when it is a delta of
+// that part's kind, else as a part of its own.
+func (o *openItem) add(kind, text string, delta bool) {
+	if o.deltasTo != kind || !delta {
+		p := Part{Type: kind}
+		if kind == "reasoning" {
+			p.Visibility = "public"
+		}
+		o.parts = append(o.parts, p)
+	}
+	o.parts[len(o.parts)-1].Text += text
+	o.deltasTo = ""
+	if delta {
+		o.deltasTo = kind
+	}
 }
 
 func newTranslator(turnID string, in store.TurnInput, pending func(context.Context, []aap.ToolCall) ([]aap.PendingToolCall, error)) *translator {
@@ -116,34 +134,18 @@ func (t *translator) start() []draft {
 func (t *translator) event(ctx context.Context, e aap.Event, raw any) ([]draft, error) {
 	var out []draft
 	switch e.Type {
-	case aap.EventTextDelta, aap.EventText:
-		text := e.Delta
-		if e.Type == aap.EventText {
-			text = e.Text
+	case aap.EventTextDelta, aap.EventText, aap.EventThinkingDelta, aap.EventThinking:
+		kind, text := "text", e.Delta+e.Text
+		if e.Type == aap.EventThinkingDelta || e.Type == aap.EventThinking {
+			kind, text = "reasoning", e.Delta+e.Thinking
 		}
 		out = t.ensureOpen(raw)
-		o := t.open
-		if !o.textOpen || e.Type == aap.EventText {
-			o.parts = append(o.parts, Part{Type: "text"})
-			o.textOpen, o.reasoningOpen = e.Type == aap.EventTextDelta, false
-		}
-		o.parts[len(o.parts)-1].Text += text
-		if text != "" {
+		t.open.add(kind, text, e.Type == aap.EventTextDelta || e.Type == aap.EventThinkingDelta)
+		// A delta is text: reasoning shows in the message's item.completed.
+		if kind == "text" && text != "" {
 			out = append(out, draft{typ: evItemDelta, source: sourceAgent, raw: raw,
-				data: deltaData{ItemID: o.id, Delta: text}})
+				data: deltaData{ItemID: t.open.id, Delta: text}})
 		}
-	case aap.EventThinkingDelta, aap.EventThinking:
-		text := e.Delta
-		if e.Type == aap.EventThinking {
-			text = e.Thinking
-		}
-		out = t.ensureOpen(raw)
-		o := t.open
-		if !o.reasoningOpen || e.Type == aap.EventThinking {
-			o.parts = append(o.parts, Part{Type: "reasoning", Visibility: "public"})
-			o.reasoningOpen, o.textOpen = e.Type == aap.EventThinkingDelta, false
-		}
-		o.parts[len(o.parts)-1].Text += text
 	case aap.EventToolCall:
 		out = t.close(statusCompleted, raw)
 		t.calls = append(t.calls, e.ToolCall)
