@@ -152,7 +152,7 @@ func TestIndexLocatesTheTurnHoldingAnOffset(t *testing.T) {
 	x := newLogIndex(2)
 	si := x.session("t/s1")
 	si.setStart(1)
-	si.record(span{turnID: "a", after: "", end: "ca", first: 2, n: 5})  // 2..6
+	si.record(span{turnID: "a", after: "", end: "ca", first: 2, n: 5})    // 2..6
 	si.record(span{turnID: "c", after: "cb", end: "cc", first: 12, n: 3}) // not next: ignored
 	si.record(span{turnID: "b", after: "ca", end: "cb", first: 7, n: 4})  // 7..10
 	for _, tc := range []struct {
