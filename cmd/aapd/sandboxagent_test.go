@@ -716,3 +716,30 @@ func TestSandboxAgentCORSPreflightAllowsTheInspector(t *testing.T) {
 		t.Fatalf("preflight %d, headers %v", res.StatusCode, res.Header)
 	}
 }
+
+// A turn longer than one read of the log (its events span reads, the next
+// turn beginning in the second) is translated as one: each of its events
+// carries the turn's time, and the whole read is the paged one.
+func TestSandboxAgentTurnsLongerThanAReadOfTheLog(t *testing.T) {
+	t.Parallel()
+	s := startParallelServer(t)
+	c := s.newTenant(t)
+	c.saCreate("long", nil)
+	long := c.saStream("long", "/words 700")
+	c.saStream("long", "short")
+	all, _ := c.saPage("long", "")
+	if len(all) != 1+len(long)+8 {
+		t.Fatalf("%d events, want %d", len(all), 1+len(long)+8)
+	}
+	for _, e := range all[1 : 1+len(long)] {
+		if e.Time != long[0].Time || strings.HasPrefix(e.Time, "0001") {
+			t.Fatalf("event %d of the long turn at %s, its turn began at %s", e.Sequence, e.Time, long[0].Time)
+		}
+	}
+	if !reflect.DeepEqual(all[1:1+len(long)], long) {
+		t.Error("the log's long turn is not its stream's")
+	}
+	if paged := c.saAll("long", 333); !reflect.DeepEqual(paged, all) {
+		t.Error("read in pages of 333: not the whole read")
+	}
+}

@@ -131,13 +131,13 @@ func (r *logReader) consume(ctx context.Context, events []agents.SessionEvent) (
 			r.started[e.TurnID] = r.next
 			drafts = r.tr.start()
 		}
+		at := r.tr.in.CreatedAt
 		more, err := r.tr.event(ctx, e.Event, logItem(e))
 		if err != nil {
 			return nil, err
 		}
 		drafts = append(drafts, more...)
-		in := r.inputs[e.TurnID]
-		translated, err := r.finish(drafts, in.CreatedAt)
+		translated, err := r.finish(drafts, at)
 		if err != nil {
 			return nil, err
 		}
@@ -186,7 +186,10 @@ func (r *logReader) loadInputs(ctx context.Context, events []agents.SessionEvent
 	if err != nil {
 		return err
 	}
-	// Only the turns being read are kept.
+	// Only the turns being read are kept: the one under way, and these.
+	if r.tr != nil {
+		got[r.cur.turnID] = r.inputs[r.cur.turnID]
+	}
 	r.inputs = got
 	return nil
 }
