@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aapd/aapd/httpapi/sandboxagent"
+	"github.com/aapd/aapd/store/storetest"
 )
 
 // The sandbox-agent door (docs/protocols.md), end to end: every exchange
@@ -741,5 +742,40 @@ func TestSandboxAgentTurnsLongerThanAReadOfTheLog(t *testing.T) {
 	}
 	if paged := c.saAll("long", 333); !reflect.DeepEqual(paged, all) {
 		t.Error("read in pages of 333: not the whole read")
+	}
+}
+
+// The edge's refusals — a bad credential, a missing scope, a body too
+// big, a rate limit — are the seed's ProblemDetails too, with the edge's
+// statuses and headers.
+func TestSandboxAgentEdgeRefusalsAreProblemDetails(t *testing.T) {
+	t.Parallel()
+	s := startParallelServer(t, func(c *Config) { c.MaxBodyBytes = 4096 })
+	c, tenant := s.newTenantWithKey(t)
+	c.saCreate("edge", nil)
+	bad := &client{t: t, base: s.base, key: "aapd_nope_nope"}
+	r := bad.sa("GET", "/sessions", nil)
+	saProblem(t, r, http.StatusUnauthorized, "token_invalid")
+	if !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Bearer") {
+		t.Errorf("401 without a bearer challenge: %v", r.Header)
+	}
+	ro := s.keyWithScopes(t, tenant, "sessions:read")
+	ro.saPage("edge", "")
+	saProblem(t, ro.sa("POST", "/sessions/edge/messages", map[string]any{"message": "hi"}), http.StatusForbidden, "permission_denied")
+	saProblem(t, c.sa("POST", "/sessions/edge/messages", map[string]any{"message": strings.Repeat("x", 5000)}), http.StatusRequestEntityTooLarge, "invalid_request")
+
+	limited := startServer(t, func(c *Config) {
+		c.DatabaseURL = storetest.NewDatabase(t)
+		c.Limits.RequestsPerSecond, c.Limits.Burst = 1, 2
+	})
+	lc := limited.newTenant(t)
+	for range 100 {
+		if r = lc.sa("GET", "/sessions", nil); r.StatusCode == http.StatusTooManyRequests {
+			break
+		}
+	}
+	saProblem(t, r, http.StatusTooManyRequests, "timeout")
+	if r.Header.Get("Retry-After") == "" {
+		t.Error("429 without Retry-After")
 	}
 }
