@@ -26,14 +26,23 @@ function check(cond, what, detail) {
   if (!cond) throw new Failure(`${what}${detail === undefined ? "" : `: ${JSON.stringify(detail)?.slice(0, 2000)}`}`);
 }
 
-const timeout = 20000;
+// Generous: the test suite may load the machine's every core.
+const timeout = 60000;
 const userDataDir = await mkdtemp(join(tmpdir(), "aapd-inspector-"));
-const context = await chromium.launchPersistentContext(userDataDir, {
-  executablePath,
-  headless: true,
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+let context;
+try {
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath,
+    headless: true,
+    timeout,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+} catch (e) {
+  console.log(`FAIL launching ${executablePath}: ${e?.stack ?? e}`);
+  await rm(userDataDir, { recursive: true, force: true });
+  throw e;
+}
 const page = context.pages()[0] ?? (await context.newPage());
 page.setDefaultTimeout(timeout);
 const console_ = [];
@@ -118,4 +127,5 @@ try {
   await context.close();
   await rm(userDataDir, { recursive: true, force: true });
 }
-process.exit(failed ? 1 : 0);
+// Not process.exit: it would drop what is still buffered for a piped stdout.
+process.exitCode = failed ? 1 : 0;

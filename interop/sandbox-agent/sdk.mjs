@@ -298,4 +298,5 @@ for (const [name, fn] of Object.entries(scenarios)) {
     break;
   }
 }
-process.exit(failed ? 1 : 0);
+// Not process.exit: it would drop what is still buffered for a piped stdout.
+process.exitCode = failed ? 1 : 0;
