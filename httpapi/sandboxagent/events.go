@@ -37,11 +37,7 @@ type eventsResponse struct {
 // most (DefaultEventLimit, at most MaxEventLimit), and whether the log
 // holds more.
 func (d *Door) getEvents(w http.ResponseWriter, r *http.Request) error {
-	sess, name, err := d.session(r)
-	if err != nil {
-		return err
-	}
-	offset, err := queryInt(r, "offset", 0, -1)
+	rd, offset, err := d.eventsAfter(r)
 	if err != nil {
 		return err
 	}
@@ -49,11 +45,7 @@ func (d *Door) getEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	raw, err := includeRaw(r)
-	if err != nil {
-		return err
-	}
-	events, more, err := d.newReader(sess, name, raw).readPage(r.Context(), offset, int(limit))
+	events, more, err := rd.readPage(r.Context(), offset, int(limit))
 	if err != nil {
 		return err
 	}
@@ -66,11 +58,7 @@ func (d *Door) getEvents(w http.ResponseWriter, r *http.Request) error {
 // — until the client leaves, the session ends (session.ended is its last
 // event) or is deleted, or the server drains.
 func (d *Door) getEventsSSE(w http.ResponseWriter, r *http.Request) error {
-	sess, name, err := d.session(r)
-	if err != nil {
-		return err
-	}
-	offset, err := queryInt(r, "offset", 0, -1)
+	rd, offset, err := d.eventsAfter(r)
 	if err != nil {
 		return err
 	}
@@ -81,11 +69,6 @@ func (d *Door) getEventsSSE(w http.ResponseWriter, r *http.Request) error {
 		}
 		offset = n
 	}
-	raw, err := includeRaw(r)
-	if err != nil {
-		return err
-	}
-	rd := d.newReader(sess, name, raw)
 	pre, err := rd.seek(r.Context(), offset)
 	if err != nil {
 		return err
@@ -105,6 +88,24 @@ func (d *Door) getEventsSSE(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	return d.follow(ctx, out, rd, after, nil)
+}
+
+// eventsAfter reads what the events routes share: the session, a reader
+// of its events (with include_raw) and the offset.
+func (d *Door) eventsAfter(r *http.Request) (*logReader, int64, error) {
+	sess, name, err := d.session(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	offset, err := queryInt(r, "offset", 0, -1)
+	if err != nil {
+		return nil, 0, err
+	}
+	raw, err := includeRaw(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	return d.newReader(sess, name, raw), offset, nil
 }
 
 // follow writes the session's events from where rd is, as they are
