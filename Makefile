@@ -37,21 +37,28 @@ test:
 	$(MAKE) --no-print-directory interop-deps && \
 	go test -race -count=1 -timeout 15m ./...
 
-# The official npm clients the interop tests drive (pinned by
-# package-lock.json), installed before the tests run so that a slow registry
-# is not counted against a test package's timeout. Without npm the interop
-# tests skip and say so.
-AGUI_DIR = interop/agui
+# The official npm clients and tools the interop tests drive: one npm project
+# per interop/*/ directory that has a package-lock.json (pinned), each
+# installed with npm ci before the tests run, so that a slow registry is not
+# counted against a test package's timeout. Without npm the interop tests skip
+# and say so; without Chromium, so does the sandbox-agent inspector test.
+INTEROP_DIRS = $(patsubst %/package-lock.json,%,$(wildcard interop/*/package-lock.json))
 .PHONY: interop-deps
 interop-deps:
 	@if ! command -v npm >/dev/null 2>&1; then \
-	  echo "make test: no npm: the AG-UI client interop test will skip (install Node.js 20 or later to run it)"; \
-	elif [ -f $(AGUI_DIR)/node_modules/.package-lock.json ] && ! [ $(AGUI_DIR)/node_modules/.package-lock.json -ot $(AGUI_DIR)/package-lock.json ]; then \
-	  :; \
+	  echo "make test: no npm: the interop tests ($(INTEROP_DIRS)) will skip (install Node.js 20 or later to run them)"; \
 	else \
-	  echo "make test: installing the pinned AG-UI client (npm ci in $(AGUI_DIR))"; \
-	  npm ci --prefix $(AGUI_DIR) --no-audit --no-fund --fetch-timeout=60000 --fetch-retries=3 || \
-	    { echo "make test: npm ci in $(AGUI_DIR) failed: the npm registry must be reachable to install the AG-UI client"; exit 1; }; \
+	  for d in $(INTEROP_DIRS); do \
+	    if [ -f $$d/node_modules/.package-lock.json ] && ! [ $$d/node_modules/.package-lock.json -ot $$d/package-lock.json ]; then continue; fi; \
+	    echo "make test: installing the pinned packages of $$d (npm ci)"; \
+	    npm ci --prefix $$d --no-audit --no-fund --fetch-timeout=60000 --fetch-retries=3 || \
+	      { echo "make test: npm ci in $$d failed: the npm registry must be reachable to install its packages"; exit 1; }; \
+	  done; \
+	fi
+	@if command -v "$${CHROMIUM:-chromium}" >/dev/null 2>&1; then \
+	  echo "make test: Chromium found: the sandbox-agent inspector test runs"; \
+	else \
+	  echo "make test: no Chromium (apt-get install chromium, or set CHROMIUM): the sandbox-agent inspector test (TestSandboxAgentInspector) will SKIP"; \
 	fi
 
 ## test-citus: run the store and end-to-end suites on Citus: CITUS_URL is a coordinator URL (docs/citus.md)

@@ -60,6 +60,9 @@ func (a *Agent) SystemFor(opts map[string]string) string {
 	return out
 }
 
+// HasTool reports whether the agent has a server tool of that name.
+func (a *Agent) HasTool(name string) bool { return a.tool(name) != nil }
+
 // tool returns the server tool with the given name.
 func (a *Agent) tool(name string) Tool {
 	for _, t := range a.Tools {

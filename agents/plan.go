@@ -39,6 +39,9 @@ func DenialText(reason string) string {
 // need — overrides, tool results — is planned in functions of its own,
 // whose frames a plain user message never puts on the stack.
 func planTurn(agent *Agent, sess *store.Session, req *aap.TurnRequest, ids []string) (store.TurnPlan, error) {
+	if sess.EndedAt != nil {
+		return store.TurnPlan{}, store.ErrSessionEnded
+	}
 	if err := aap.ValidateTurn(*req, sess.AgentName, sess.AgentTools, agent.Info); err != nil {
 		return store.TurnPlan{}, err
 	}
@@ -59,7 +62,11 @@ func planTurn(agent *Agent, sess *store.Session, req *aap.TurnRequest, ids []str
 		open = append(open, p)
 	}
 	if req.Messages[0].Role != aap.RoleUser {
-		if err := planToolResults(&plan, open, req, ids); err != nil {
+		tools := sess.AgentTools
+		if plan.SetAgentTools {
+			tools = plan.AgentTools
+		}
+		if err := planToolResults(&plan, open, tools, req, ids); err != nil {
 			return store.TurnPlan{}, err
 		}
 		return plan, nil
@@ -103,8 +110,11 @@ func planOverrides(plan *store.TurnPlan, agent *Agent, sess *store.Session, req 
 }
 
 // planToolResults adds to plan the request's answers to the open tool
-// calls: results and denials to store, granted server calls to run.
-func planToolResults(plan *store.TurnPlan, open []aap.PendingToolCall, req *aap.TurnRequest, ids []string) error {
+// calls: results and denials to store, granted server calls to run, and
+// the permissions to record on the turn (a grant is for the rest of the
+// session when the turn also trusts the call's tool: tools are the
+// session's server tools once the turn's overrides apply).
+func planToolResults(plan *store.TurnPlan, open []aap.PendingToolCall, tools []aap.ServerToolRef, req *aap.TurnRequest, ids []string) error {
 	res, err := aap.ResolveToolCalls(open, req.Messages)
 	if err != nil {
 		return err
@@ -120,6 +130,8 @@ func planToolResults(plan *store.TurnPlan, open []aap.PendingToolCall, req *aap.
 		plan.Messages = append(plan.Messages, store.NewMessage{Message: m, Origin: store.OriginClient, ClientID: byCall[m.ToolCallID]})
 	}
 	for _, p := range res.Permissions {
+		plan.Permissions = append(plan.Permissions, store.TurnPermission{
+			ToolCallID: p.Call.ToolCallID, Granted: p.Granted, ForSession: p.Granted && trusted(tools, p.Call.Name)})
 		if !p.Granted {
 			plan.Messages = append(plan.Messages, store.NewMessage{
 				Message: aap.ToolMessage(p.Call.ToolCallID, DenialText(p.Reason)), Origin: store.OriginAgent})
@@ -128,6 +140,16 @@ func planToolResults(plan *store.TurnPlan, open []aap.PendingToolCall, req *aap.
 		plan.Pending = append(plan.Pending, aap.PendingToolCall{ToolCall: p.Call, Server: true, Granted: true})
 	}
 	return nil
+}
+
+// trusted reports whether the server tool is enabled and trusted.
+func trusted(tools []aap.ServerToolRef, name string) bool {
+	for _, t := range tools {
+		if t.Name == name {
+			return t.Trust
+		}
+	}
+	return false
 }
 
 // idAt returns ids[i], or "" past its end.

@@ -103,6 +103,10 @@ func parseCursor(c string) (logPos, error) {
 	return logPos{turn: turn, seq: n, before: before}, nil
 }
 
+// firstLogTurns is how many turns a read of the session log asks for
+// first; each further read of the same page asks twice as many.
+const firstLogTurns = 8
+
 // SessionEvents reads a page of a session's event log after p.After:
 // store.ErrNotFound for an unknown session (or another's),
 // ErrBadSessionCursor for a cursor that is not one of the session's, and
@@ -110,14 +114,20 @@ func parseCursor(c string) (logPos, error) {
 // been sent it). A cursor of a turn that is no longer in the log — a
 // database crash took it before it ended (ErrTurnLost) — reads on after
 // what preceded that turn, so the log goes on without it.
+//
+// The turns are read a few at a time, then twice as many as before, up to
+// one per event the page has room for: a page of limit events needs at most
+// limit turns, but turns usually hold many events, and a read of limit
+// turns would decode many times what the page returns.
 func (r *Runner) SessionEvents(ctx context.Context, p SessionLogParams) (SessionLogPage, error) {
 	pos, err := parseCursor(p.After)
 	if err != nil {
 		return SessionLogPage{}, err
 	}
+	batch := min(p.Limit+1, firstLogTurns)
 	read := func(after string) ([]store.SessionLogTurn, error) {
 		return r.store.SessionLog(ctx, store.SessionLogParams{
-			TenantID: p.TenantID, Owner: p.Owner, SessionID: p.SessionID, After: after, Turns: p.Limit + 1})
+			TenantID: p.TenantID, Owner: p.Owner, SessionID: p.SessionID, After: after, Turns: batch})
 	}
 	// From the log's start, or from the cursor's turn, after the events
 	// of it the client has (checked against its log); -1 skips them all.
@@ -143,45 +153,58 @@ func (r *Runner) SessionEvents(ctx context.Context, p SessionLogParams) (Session
 		return SessionLogPage{}, err
 	}
 	page := SessionLogPage{Events: []SessionEvent{}, Next: p.After, end: pos}
-	for i, t := range turns {
-		events := t.Events
-		// A running turn's log starts with turn_start before anything is
-		// recorded: its process sends it at once.
-		if !t.Finished && len(events) == 0 {
-			events = []aap.Event{aap.TurnStart()}
-		}
-		from := 0
-		switch {
-		case i > 0:
-			before = turns[i-1].TurnID
-		case check && skip > len(events):
-			return SessionLogPage{}, fmt.Errorf("%w: event %d of turn %s, whose log has %d so far", ErrBeyondLog, skip, t.TurnID, len(events))
-		case skip < 0:
-			from = len(events)
-		default:
-			from = skip
-		}
-		for j := from; j < len(events); j++ {
-			if len(page.Events) == p.Limit {
-				page.HasMore = true
+	for again := false; ; again = true {
+		for i, t := range turns {
+			if again && i == 0 {
+				continue // the last turn of the read before, read again
+			}
+			events := t.Events
+			// A running turn's log starts with turn_start before anything is
+			// recorded: its process sends it at once.
+			if !t.Finished && len(events) == 0 {
+				events = []aap.Event{aap.TurnStart()}
+			}
+			from := 0
+			switch {
+			case i > 0:
+				before = turns[i-1].TurnID
+			case check && skip > len(events):
+				return SessionLogPage{}, fmt.Errorf("%w: event %d of turn %s, whose log has %d so far", ErrBeyondLog, skip, t.TurnID, len(events))
+			case skip < 0:
+				from = len(events)
+			default:
+				from = skip
+			}
+			for j := from; j < len(events); j++ {
+				if len(page.Events) == p.Limit {
+					page.HasMore = true
+					return page, nil
+				}
+				e := events[j]
+				if e.Type == aap.EventTurnStart {
+					e.TurnID = t.TurnID
+				}
+				at := logPos{turn: t.TurnID, seq: j + 1, before: before}
+				page.Events = append(page.Events, SessionEvent{ID: at.cursor(), TurnID: t.TurnID, Seq: j + 1, Event: e})
+				page.Next, page.end = at.cursor(), at
+			}
+			if !t.Finished {
+				// The page ends in the running turn: where in it is page.end
+				// (the cursor's own position when the client had all of it).
+				page.running = true
 				return page, nil
 			}
-			e := events[j]
-			if e.Type == aap.EventTurnStart {
-				e.TurnID = t.TurnID
-			}
-			at := logPos{turn: t.TurnID, seq: j + 1, before: before}
-			page.Events = append(page.Events, SessionEvent{ID: at.cursor(), TurnID: t.TurnID, Seq: j + 1, Event: e})
-			page.Next, page.end = at.cursor(), at
 		}
-		if !t.Finished {
-			// The page ends in the running turn: where in it is page.end
-			// (the cursor's own position when the client had all of it).
-			page.running = true
-			return page, nil
+		if len(turns) < batch {
+			return page, nil // the log holds no more turns
+		}
+		// The page has room, and the log may hold more turns: read on from
+		// the last one read (which the read includes again).
+		batch = min(2*batch, p.Limit+1) + 1
+		if turns, err = read(turns[len(turns)-1].TurnID); err != nil {
+			return SessionLogPage{}, err
 		}
 	}
-	return page, nil
 }
 
 // sessionLogPoll is how often a follower of a session's log looks for a

@@ -78,6 +78,7 @@ var (
 	probBodyTimeout  = kind{"request-timeout", "Request body too slow", http.StatusRequestTimeout}
 	probTurnRunning  = kind{"turn-running", "A turn is already running", http.StatusConflict}
 	probCompacting   = kind{"compaction-conflict", "The session is being compacted", http.StatusConflict}
+	probEnded        = kind{"session-ended", "The session has ended", http.StatusConflict}
 	probTooLarge     = kind{"payload-too-large", "Request body too large", http.StatusRequestEntityTooLarge}
 	probIdempotency  = kind{"idempotency-key-reused", "Idempotency key reused", http.StatusUnprocessableEntity}
 	probRateLimited  = kind{"rate-limited", "Too many requests", http.StatusTooManyRequests}
@@ -132,6 +133,10 @@ func toProblem(err error) (p *Problem, internal bool) {
 		p = probCompacting.with("other compactions of the session kept committing first; retry shortly")
 		p.retryAfter = 1
 		return p, false
+	case errors.Is(err, store.ErrSessionEnded):
+		return probEnded.with("the session was ended and takes no more turns; start a new session"), false
+	case errors.Is(err, store.ErrNotPending):
+		return probNotFound.with("the session waits on no such tool call"), false
 	case errors.Is(err, store.ErrNotFound):
 		return probNotFound.with("no such session"), false
 	case errors.Is(err, store.ErrIdempotencyMismatch):

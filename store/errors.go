@@ -27,6 +27,12 @@ var (
 	ErrNotMigrated = errors.New("the database is not migrated: run `aapd migrate` (or start `aapd serve`, which migrates)")
 	// ErrIdempotencyMismatch: an idempotency key was reused with another body.
 	ErrIdempotencyMismatch = errors.New("idempotency key reused with a different request")
+	// ErrSessionEnded: the session was ended (SessionEnd) and takes no
+	// more turns.
+	ErrSessionEnded = errors.New("the session has ended")
+	// ErrNotPending: the session does not wait on the client for a tool
+	// call of that id.
+	ErrNotPending = errors.New("no such pending tool call")
 )
 
 // TurnRunningError reports that a session already runs a turn.

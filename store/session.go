@@ -51,6 +51,15 @@ type Session struct {
 	// nil for one that is not a fork. Only SessionGetOwned, SessionList
 	// and SessionFork fill it.
 	ForkedFrom *ForkOrigin
+	// ThreadID is the client's name for the session
+	// (SessionCreateParams.ThreadID); empty for none.
+	ThreadID string
+	// EndedAt is when the session was ended (SessionEnd); nil while it
+	// takes turns.
+	EndedAt *time.Time
+	// Labels are what a door's client set on the session that AAP has no
+	// member for (SessionCreateParams.Labels); nil for none.
+	Labels map[string]string
 }
 
 // Session statuses, as Status reports them.
@@ -152,6 +161,10 @@ type SessionCreateParams struct {
 	ThreadID string
 	// Pending are the tool calls the seed leaves unanswered.
 	Pending []aap.PendingToolCall
+	// Labels are what a door's client set on the session that AAP has no
+	// member for (sandbox-agent's agentMode, permissionMode, variant):
+	// stored to be shown back, they change nothing of a turn.
+	Labels map[string]string
 	// IdempotencyKey, when set, makes a retry with the same key and
 	// request hash return the session the first request created.
 	IdempotencyKey string
@@ -195,13 +208,14 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 	sess := Session{
 		TenantID: p.TenantID, ID: NewSessionID(), Owner: p.Owner, AgentName: p.AgentName, AgentTools: p.AgentTools,
 		Options: p.Options, SecretOptions: p.SecretOptions, ClientTools: p.ClientTools, Pending: p.Pending,
+		ThreadID: p.ThreadID, Labels: p.Labels,
 	}
 	const insertSession = `
-			INSERT INTO sessions (tenant_id, id, agent_name, agent_tools, options, secret_options, client_tools, pending_tool_calls, last_seq, owner, thread_id)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, nullif($10, ''), nullif($11, ''))
+			INSERT INTO sessions (tenant_id, id, agent_name, agent_tools, options, secret_options, client_tools, pending_tool_calls, last_seq, owner, thread_id, labels)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, nullif($10, ''), nullif($11, ''), $12)
 			RETURNING created_at, updated_at, xmin::text`
 	insertArgs := []any{p.TenantID, sess.ID, p.AgentName, jsonOrNull(p.AgentTools), jsonObject(p.Options), sealed,
-		jsonOrNull(p.ClientTools), jsonList(p.Pending), len(p.Messages), p.Owner, p.ThreadID}
+		jsonOrNull(p.ClientTools), jsonList(p.Pending), len(p.Messages), p.Owner, p.ThreadID, jsonMapOrNull(p.Labels)}
 	if p.IdempotencyKey == "" && len(p.Messages) == 0 {
 		// One statement: no transaction to open and commit around it.
 		err := s.pool.QueryRow(ctx, insertSession, insertArgs...).Scan(&sess.CreatedAt, &sess.UpdatedAt, &sess.Version.xmin)
@@ -303,7 +317,8 @@ func ownedIdempotencyKey(owner, key string) string {
 }
 
 const sessionColumns = `tenant_id::text, id, agent_name, agent_tools, options, secret_options, client_tools,
-	pending_tool_calls, coalesce(active_turn_id, ''), coalesce(owner, ''), created_at, updated_at`
+	pending_tool_calls, coalesce(active_turn_id, ''), coalesce(owner, ''), created_at, updated_at,
+	coalesce(thread_id, ''), ended_at, labels`
 
 // sessionReadColumns are sessionColumns and the session's claim (its lease
 // and the instance holding it), for the reads that show a session: whether
@@ -361,10 +376,11 @@ func (s *Store) scanSessionWith(row interface{ Scan(...any) error }, extra ...an
 	var (
 		sess                                  Session
 		agentTools, options, clientTools, pnd []byte
-		sealed                                []byte
+		sealed, labels                        []byte
 	)
 	dst := []any{&sess.TenantID, &sess.ID, &sess.AgentName, &agentTools, &options, &sealed, &clientTools,
-		&pnd, &sess.ActiveTurnID, &sess.Owner, &sess.CreatedAt, &sess.UpdatedAt}
+		&pnd, &sess.ActiveTurnID, &sess.Owner, &sess.CreatedAt, &sess.UpdatedAt,
+		&sess.ThreadID, &sess.EndedAt, &labels}
 	err := row.Scan(append(dst, extra...)...)
 	if err != nil {
 		return Session{}, interpretError(err)
@@ -374,6 +390,7 @@ func (s *Store) scanSessionWith(row interface{ Scan(...any) error }, extra ...an
 		field{"options", options, &sess.Options},
 		field{"client_tools", clientTools, &sess.ClientTools},
 		field{"pending_tool_calls", pnd, &sess.Pending},
+		field{"labels", labels, &sess.Labels},
 	); err != nil {
 		return Session{}, fmt.Errorf("session %s: %w", sess.ID, err)
 	}
@@ -603,6 +620,15 @@ func jsonList[T any](v []T) string {
 		return "[]"
 	}
 	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// jsonMapOrNull encodes a map as a JSON object, or SQL NULL when empty.
+func jsonMapOrNull(m map[string]string) any {
+	if len(m) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(m)
 	return string(b)
 }
 

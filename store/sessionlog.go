@@ -38,6 +38,13 @@ type SessionLogTurn struct {
 // ended). ErrNotFound for an unknown session (or another's), ErrBadCursor
 // when p.After is no turn of the session.
 func (s *Store) SessionLog(ctx context.Context, p SessionLogParams) ([]SessionLogTurn, error) {
+	// Two statements, not one with "$4 = '' OR": a generic plan of the
+	// one could not bound its index scan by the cursor's turn, and would
+	// walk the session's turns from its first to reach it.
+	turnsFrom := `AND (t.created_at, t.id) >= (SELECT created_at, id FROM cur)`
+	if p.After == "" {
+		turnsFrom = ""
+	}
 	rows, err := s.pool.Query(ctx, `
 		WITH cur AS (
 			SELECT created_at, id FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $4
@@ -49,8 +56,7 @@ func (s *Store) SessionLog(ctx context.Context, p SessionLogParams) ([]SessionLo
 		FROM sessions s
 		LEFT JOIN LATERAL (
 			SELECT * FROM turns t
-			WHERE t.tenant_id = s.tenant_id AND t.session_id = s.id
-			  AND ($4 = '' OR (t.created_at, t.id) >= (SELECT created_at, id FROM cur))
+			WHERE t.tenant_id = s.tenant_id AND t.session_id = s.id `+turnsFrom+`
 			ORDER BY t.created_at, t.id
 			LIMIT $5
 		) t ON true

@@ -109,6 +109,19 @@ type TurnPlan struct {
 	Messages []NewMessage
 	// Pending replaces the session's pending tool calls.
 	Pending []aap.PendingToolCall
+	// Permissions are the permissions the turn answers calls with,
+	// recorded on the turn (tool_permission messages are stored nowhere
+	// else).
+	Permissions []TurnPermission
+}
+
+// TurnPermission is a permission a turn was started with.
+type TurnPermission struct {
+	ToolCallID string `json:"toolCallId"`
+	Granted    bool   `json:"granted"`
+	// ForSession is true when the turn also trusted the call's tool for
+	// the rest of the session.
+	ForSession bool `json:"forSession,omitempty"`
 }
 
 // TurnBeginParams starts a turn.
@@ -259,10 +272,12 @@ func (s *Store) turnBegin(ctx context.Context, p *TurnBeginParams) (*TurnBegun, 
 // claimSetSQL is what a claim writes to the session's row: $1 tenant, $2
 // session, $3 agent tools, $4 options, $5 sealed secret options, $6 client
 // tools, $7 pending calls, $8 the turn, $9 the instance, $10 the lease in
-// milliseconds, $11 the last seq.
+// milliseconds, $11 the last seq. The answers collected for the pending calls
+// (SessionAnswer) are cleared: the turn carries them, or closes the calls.
 const claimSetSQL = `UPDATE sessions SET agent_tools = $3, options = $4, secret_options = $5, client_tools = $6,
 			pending_tool_calls = $7, active_turn_id = $8, lease_owner = $9,
-			lease_expires_at = now() + $10 * interval '1 millisecond', last_seq = $11, updated_at = now()
+			lease_expires_at = now() + $10 * interval '1 millisecond', last_seq = $11, updated_at = now(),
+			pending_answers = NULL
 		WHERE tenant_id = $1 AND id = $2`
 
 // claimWrite is a claim's writes, planned against one state of the session.
@@ -273,6 +288,8 @@ type claimWrite struct {
 	// firstSeq is the seq of the plan's first message; lastSeq the
 	// session's last seq after them.
 	firstSeq, lastSeq int64
+	// permissions is the plan's, recorded on the turn.
+	permissions []TurnPermission
 }
 
 // planClaim runs the caller's Prepare against sess, whose last seq is
@@ -283,7 +300,7 @@ func (s *Store) planClaim(p *TurnBeginParams, sess *Session, lastSeq int64) (*cl
 		return nil, err
 	}
 	// The caller's session stays as it is; the claim's copy takes the plan.
-	w := &claimWrite{sess: *sess, firstSeq: lastSeq + 1, lastSeq: lastSeq + int64(len(plan.Messages))}
+	w := &claimWrite{sess: *sess, firstSeq: lastSeq + 1, lastSeq: lastSeq + int64(len(plan.Messages)), permissions: plan.Permissions}
 	next := &w.sess
 	applyPlan(next, plan)
 	sealed, err := s.sealer.sealJSON(next.SecretOptions)
@@ -316,10 +333,10 @@ func (w *claimWrite) queueTurn(b *pgx.Batch, p *TurnBeginParams) (turnStmt int) 
 	if p.Queued {
 		attempts = 0
 	}
-	b.Queue(`INSERT INTO turns (tenant_id, session_id, id, status, stream, owner, idempotency_key, request_hash, first_seq, background, attempts)
-		VALUES ($1, $2, $3, 'running', $4, $5, nullif($6, ''), $7, $8, $9, $10)
+	b.Queue(`INSERT INTO turns (tenant_id, session_id, id, status, stream, owner, idempotency_key, request_hash, first_seq, background, attempts, permissions)
+		VALUES ($1, $2, $3, 'running', $4, $5, nullif($6, ''), $7, $8, $9, $10, $11)
 		RETURNING `+turnColumns,
-		p.TenantID, p.SessionID, p.TurnID, p.Stream, w.setArgs[8], p.IdempotencyKey, hash, w.firstSeq, p.Background, attempts)
+		p.TenantID, p.SessionID, p.TurnID, p.Stream, w.setArgs[8], p.IdempotencyKey, hash, w.firstSeq, p.Background, attempts, jsonOrNull(w.permissions))
 	if p.Background {
 		b.Queue(`INSERT INTO turn_queue (tenant_id, session_id, turn_id) VALUES ($1, $2, $3)`, p.TenantID, p.SessionID, p.TurnID)
 	}
@@ -348,7 +365,9 @@ func (w *claimWrite) begun(p *TurnBeginParams, out *TurnBegun) {
 }
 
 // turnBeginKnown claims the session in one round trip if its row is as
-// p.Known says: BEGIN, a guard that writes the claim only then and
+// p.Known says (and it has not ended: a session ended while a turn of
+// this process ran is known without its end): BEGIN, a guard that writes
+// the claim only then and
 // otherwise fails with division_by_zero, the turn and its messages,
 // COMMIT. claimed is false when nothing was written: the guard refused, or
 // a unique index did — the idempotency key's, for a key used before (the
@@ -368,6 +387,7 @@ func (s *Store) turnBeginKnown(ctx context.Context, conn *pgxpool.Conn, p *TurnB
 	b.Queue(`WITH claim AS (
 			`+claimSetSQL+`
 			  AND xmin = $12::text::xid AND updated_at = $13 AND active_turn_id IS NULL AND ($14 = '' OR owner = $14)
+			  AND ended_at IS NULL
 			RETURNING 1
 		)
 		SELECT 1 / (SELECT count(*) FROM claim)`,
@@ -773,7 +793,8 @@ func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) (SessionVers
 			RETURNING xmin, updated_at
 		), turn AS (
 			UPDATE turns SET status = $8, stop_reason = nullif($9, ''), error = nullif($10, ''), error_type = nullif($15, ''),
-				input_tokens = $11, output_tokens = $12, finished_at = now(), step = $13, events = $14::json
+				input_tokens = $11, output_tokens = $12, finished_at = now(), step = $13, events = $14::json,
+				pending = $5::json
 			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $13 AND attempts = $16
 			  AND EXISTS (SELECT 1 FROM claim)
 			RETURNING 1

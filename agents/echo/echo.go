@@ -7,6 +7,7 @@
 //
 //	/think TEXT        think TEXT before answering
 //	/tool NAME [JSON]  call tool NAME with input JSON (one line per call; several lines call in parallel)
+//	/ask Q | A | B     ask the user question Q with options A and B (agents.QuestionTool)
 //	/slow MS           wait MS milliseconds before each streamed piece (of the report of tool results too)
 //	/words N           answer with N numbered words (a long answer)
 //	/options           answer with the session's option values (secrets as "set"/"unset")
@@ -179,6 +180,8 @@ func (g *generation) follow(content aap.Content, opts map[string]string) (agents
 				continue
 			}
 			calls = append(calls, call)
+		case "/ask":
+			calls = append(calls, askCall(arg))
 		case "/slow":
 			ms, _ := strconv.Atoi(arg)
 			g.delay = time.Duration(ms) * time.Millisecond
@@ -256,6 +259,23 @@ func parseCall(arg string) (aap.ContentBlock, error) {
 		return aap.ContentBlock{}, fmt.Errorf("/tool %s: input is not a JSON object: %v", name, err)
 	}
 	return aap.ToolUseBlock(aap.ToolCall{ToolCallID: newCallID(), Name: name, Input: json.RawMessage(input)}), nil
+}
+
+// askCall is a call of the question tool (agents.QuestionTool) from
+// "QUESTION | OPTION | OPTION…".
+func askCall(arg string) aap.ContentBlock {
+	parts := strings.Split(arg, "|")
+	in := struct {
+		Question string   `json:"question"`
+		Options  []string `json:"options"`
+	}{Question: strings.TrimSpace(parts[0]), Options: []string{}}
+	for _, o := range parts[1:] {
+		if o = strings.TrimSpace(o); o != "" {
+			in.Options = append(in.Options, o)
+		}
+	}
+	input, _ := json.Marshal(in)
+	return aap.ToolUseBlock(aap.ToolCall{ToolCallID: newCallID(), Name: agents.QuestionToolName, Input: input})
 }
 
 func newCallID() string {

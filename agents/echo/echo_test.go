@@ -81,3 +81,19 @@ func TestEchoFailsAndHonoursCancellation(t *testing.T) {
 		t.Errorf("cancelled: %v after %s, partial %q", err, time.Since(start), resp.Message.Content.PlainText())
 	}
 }
+
+// TestEchoAskCallsTheQuestionTool: /ask calls agents.QuestionTool with the
+// question and its options.
+func TestEchoAskCallsTheQuestionTool(t *testing.T) {
+	resp, _, err := generate(t, context.Background(), nil, aap.UserMessage("/ask Which color? | red | green blue |"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := resp.Message.ToolCalls()
+	if resp.StopReason != aap.StopToolUse || len(calls) != 1 || calls[0].Name != agents.QuestionToolName {
+		t.Fatalf("stop %s, calls %+v", resp.StopReason, calls)
+	}
+	if got, want := string(calls[0].Input), `{"question":"Which color?","options":["red","green blue"]}`; got != want {
+		t.Errorf("input %s, want %s", got, want)
+	}
+}

@@ -41,39 +41,11 @@ func TestAGUIOfficialClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stale(filepath.Join(dir, "node_modules", ".package-lock.json"), filepath.Join(dir, "package-lock.json")) {
-		if out, err := runTool(t.Context(), installTimeout, commandSpec{dir: dir}, npm, "ci", "--no-audit", "--no-fund"); err != nil {
-			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-		}
-	}
+	npmInstall(t, npm, dir)
 	s := startParallelServer(t)
 	c := s.newTenant(t)
 	env := append(os.Environ(), "AAPD_URL="+s.base, "AAPD_KEY="+c.key, "SUPPRESS_TRANSFORMATION_WARNINGS=1")
-	out, err := runTool(t.Context(), toolTimeout, commandSpec{dir: dir, env: env}, node, "run.mjs")
-	t.Logf("node run.mjs:\n%s", out)
-	if err != nil {
-		t.Fatalf("the AG-UI client scenarios failed: %v", err)
-	}
-	passed := 0
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(line, "ok   ") {
-			passed++
-		}
-	}
-	if passed != 5 {
-		t.Fatalf("%d scenario groups passed, want 5", passed)
-	}
-}
-
-// stale reports whether the installed lock (npm's copy in node_modules) is
-// missing or older than the project's.
-func stale(installed, lock string) bool {
-	i, err := os.Stat(installed)
-	if err != nil {
-		return true
-	}
-	l, err := os.Stat(lock)
-	return err != nil || i.ModTime().Before(l.ModTime())
+	runScenarios(t, node, dir, "run.mjs", env, 5)
 }
 
 // aguiRun is a finished AG-UI run as the checked client saw it.

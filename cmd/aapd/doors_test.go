@@ -12,9 +12,10 @@ import (
 )
 
 // One conversation, every door (docs/protocols.md): a session started over
-// AAP v1 is continued over AAP v3 and over AG-UI, and every door then reads
-// the same history; the session event log holds the three turns, whichever
-// door sent them, in order.
+// AAP v1 is continued over AAP v3, over AG-UI and over sandbox-agent, and
+// every door then reads the same history; the session event log holds the
+// four turns, whichever door sent them, in order, and sandbox-agent's
+// events are that log's, translated.
 func TestOneConversationThroughEveryDoor(t *testing.T) {
 	t.Parallel()
 	s := startParallelServer(t)
@@ -31,12 +32,17 @@ func TestOneConversationThroughEveryDoor(t *testing.T) {
 		t.Fatalf("AG-UI run ended with %s", last.Type())
 	}
 
+	if streamed := c.saStream(sid, "over sandbox-agent"); !terminal(t, streamed[len(streamed)-1]) {
+		t.Fatalf("sandbox-agent's turn ended with %s", streamed[len(streamed)-1].Type)
+	}
+
 	full := c.history(sid, aap.HistoryFull)
 	var texts []string
 	for _, m := range full {
 		texts = append(texts, m.Content.PlainText())
 	}
-	want := []string{"over v1", "Echo: over v1", "over v3", "Echo: over v3", "over AG-UI", "Echo: over AG-UI"}
+	want := []string{"over v1", "Echo: over v1", "over v3", "Echo: over v3", "over AG-UI", "Echo: over AG-UI",
+		"over sandbox-agent", "Echo: over sandbox-agent"}
 	if !reflect.DeepEqual(texts, want) {
 		t.Fatalf("v3 full history = %q, want %q", texts, want)
 	}
@@ -56,12 +62,24 @@ func TestOneConversationThroughEveryDoor(t *testing.T) {
 		t.Fatal(err)
 	}
 	records := page.Turns
-	if len(turns) != 3 || len(records) != 3 {
-		t.Fatalf("event log turns %v, turn records %d; want the 3 turns of the 3 doors", turns, len(records))
+	if len(turns) != 4 || len(records) != 4 {
+		t.Fatalf("event log turns %v, turn records %d; want the 4 turns of the 4 doors", turns, len(records))
 	}
 	for i, rec := range records { // newest first
 		if got := turns[len(turns)-1-i]; got != rec.TurnID {
 			t.Errorf("event log turn %d is %s, the records say %s", len(turns)-1-i, got, rec.TurnID)
 		}
+	}
+
+	// sandbox-agent reads the same conversation: each message of the
+	// history as an item, in order.
+	var items []string
+	for _, e := range c.saAll(sid, 1000) {
+		if d := e.data(t); e.Type == "item.completed" && d.Item.Kind == "message" {
+			items = append(items, d.Item.Content[0].Text)
+		}
+	}
+	if !reflect.DeepEqual(items, want) {
+		t.Errorf("sandbox-agent reads %q, want %q", items, want)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -34,7 +35,7 @@ func openAPIDoc(t testing.TB) *openapitest.Document {
 // server's answer to those is what is under test.
 func checkOpenAPI(t testing.TB, req *http.Request, reqBody []byte, res *http.Response, resBody []byte) {
 	t.Helper()
-	d := openAPIDoc(t)
+	d := docFor(t, req)
 	what := req.Method + " " + req.URL.RequestURI()
 	for _, msg := range d.CheckResponse(req, res, resBody) {
 		t.Errorf("OpenAPI: response to %s (%d): %s\nbody: %.500s", what, res.StatusCode, msg, resBody)
@@ -44,10 +45,44 @@ func checkOpenAPI(t testing.TB, req *http.Request, reqBody []byte, res *http.Res
 			t.Errorf("OpenAPI: request %s: %s\nbody: %.500s", what, msg, reqBody)
 		}
 	}
+	if openapitest.IsSandboxAgent(req.URL.Path) && res.StatusCode == http.StatusOK && !isStream(res) {
+		checkUniversalEvents(t, d, what, resBody)
+	}
 	if resBody != nil && isStream(res) && !openapitest.Undocumented(req.URL.Path) {
 		// A stream read whole (client.do on a turn's events).
 		sc := newSSEChecker(t, req, io.NopCloser(bytes.NewReader(resBody)))
 		_, _ = io.Copy(io.Discard, sc)
+	}
+}
+
+// docFor is the document a request is held to: the sandbox-agent door's
+// own for its routes (openapitest.SandboxAgent), aapd's for the rest.
+func docFor(t testing.TB, req *http.Request) *openapitest.Document {
+	t.Helper()
+	if !openapitest.IsSandboxAgent(req.URL.Path) {
+		return openAPIDoc(t)
+	}
+	d, err := openapitest.SandboxAgent()
+	if err != nil {
+		t.Fatalf("sandbox-agent OpenAPI document: %v", err)
+	}
+	return d
+}
+
+// checkUniversalEvents checks each event of a sandbox-agent events page
+// against the schema its type names.
+func checkUniversalEvents(t testing.TB, d *openapitest.Document, what string, body []byte) {
+	t.Helper()
+	var page struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if json.Unmarshal(body, &page) != nil {
+		return // not a page of events
+	}
+	for _, e := range page.Events {
+		for _, msg := range d.CheckUniversalEvent(e) {
+			t.Errorf("OpenAPI: event of %s: %s\nevent: %.500s", what, msg, e)
+		}
 	}
 }
 
@@ -81,7 +116,7 @@ func checkOpenAPIStream(t testing.TB, req *http.Request, reqBody []byte, res *ht
 func newSSEChecker(t testing.TB, req *http.Request, body io.ReadCloser) *sseChecker {
 	ended := new(atomic.Bool)
 	t.Cleanup(func() { ended.Store(true) })
-	return &sseChecker{ReadCloser: body, t: t, doc: openAPIDoc(t), what: req.Method + " " + req.URL.Path, ended: ended}
+	return &sseChecker{ReadCloser: body, t: t, doc: docFor(t, req), what: req.Method + " " + req.URL.Path, ended: ended}
 }
 
 // sseChecker passes a stream through to the test, checking each complete
@@ -126,6 +161,10 @@ func (s *sseChecker) line(l string) {
 				if strings.HasPrefix(s.what, "POST /ag-ui/") {
 					// AG-UI events are data lines alone (httpapi/agui).
 					check = func(_, _, data string) []string { return s.doc.CheckSchema("AGUIEvent", []byte(data)) }
+				}
+				if openapitest.IsSandboxAgent(strings.TrimPrefix(strings.TrimPrefix(s.what, "GET "), "POST ")) {
+					// UniversalEvents: data lines, each with its sequence as id.
+					check = func(_, _, data string) []string { return s.doc.CheckUniversalEvent([]byte(data)) }
 				}
 				for _, msg := range check(s.id, s.event, s.data) {
 					s.t.Errorf("OpenAPI: stream of %s: %s", s.what, msg)
