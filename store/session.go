@@ -495,6 +495,13 @@ func (s *Store) SessionDelete(ctx context.Context, tenantID, id string) (activeT
 // roll up. (One statement with a modifying CTE would do on PostgreSQL, but
 // Citus runs such a CTE first, and the INSERT would read no turns.)
 func (s *Store) SessionDeleteOwned(ctx context.Context, tenantID, owner, id string) (activeTurnID string, err error) {
+	// The deletion's webhook event, in the same transaction
+	// (webhookoutbox.go); a session not found rolls it back.
+	outbox, queued, err := webhookOutbox(tenantID, WebhookEvent{ID: NewWebhookEventID(), Type: WebhookSessionDeleted,
+		OccurredAt: s.now(), Data: WebhookEventData{SessionID: id}}, "")
+	if err != nil {
+		return "", err
+	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		b.Queue(`SELECT 1 FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3) FOR UPDATE`,
@@ -512,6 +519,7 @@ func (s *Store) SessionDeleteOwned(ctx context.Context, tenantID, owner, id stri
 			tenantID, id, owner)
 		b.Queue(`DELETE FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)
 			RETURNING coalesce(active_turn_id, '')`, tenantID, id, owner)
+		b.Queue(outbox.sql, outbox.args...)
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
 		if _, err := br.Exec(); err != nil {
@@ -520,10 +528,16 @@ func (s *Store) SessionDeleteOwned(ctx context.Context, tenantID, owner, id stri
 		if _, err := br.Exec(); err != nil {
 			return interpretError(err)
 		}
-		return interpretError(br.QueryRow().Scan(&activeTurnID))
+		if err := br.QueryRow().Scan(&activeTurnID); err != nil {
+			return interpretError(err)
+		}
+		return interpretError(outbox.scan(br.QueryRow()))
 	})
 	if err != nil {
 		return "", fmt.Errorf("delete session %s: %w", id, err)
+	}
+	if *queued {
+		s.webhooksQueuedFor(tenantID)
 	}
 	return activeTurnID, nil
 }

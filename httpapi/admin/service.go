@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/store"
 )
 
@@ -53,7 +54,7 @@ func NewService(cfg Config) *Service {
 	if cfg.Notify == nil {
 		cfg.Notify = func(store.Notification) {}
 	}
-	return &Service{st: cfg.Store, log: cfg.Logger, audits: slog.New(alwaysOn{cfg.Logger.Handler()}),
+	return &Service{st: cfg.Store, log: cfg.Logger, audits: logctx.Auditor(cfg.Logger),
 		actor: cfg.Actor, notify: cfg.Notify, now: cfg.Now}
 }
 
@@ -124,18 +125,6 @@ func (s *Service) audit(ctx context.Context, action string, t store.Tenant, targ
 	}
 	s.audits.LogAttrs(ctx, slog.LevelInfo, "audit", append(base, attrs...)...)
 }
-
-// alwaysOn passes every record to its handler: an operator who quiets the
-// logs (--log-level warn) must not lose the audit trail with them.
-type alwaysOn struct{ slog.Handler }
-
-func (alwaysOn) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h alwaysOn) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return alwaysOn{h.Handler.WithAttrs(attrs)}
-}
-
-func (h alwaysOn) WithGroup(name string) slog.Handler { return alwaysOn{h.Handler.WithGroup(name)} }
 
 // Page sizes of the lists.
 const (
