@@ -29,37 +29,6 @@ func newEndpoint(t *testing.T, st *store.Store, tenantID string, events ...strin
 	return e
 }
 
-// sessionTurn begins a turn on a new session of the tenant.
-func sessionTurn(t *testing.T, st *store.Store, tenantID string) *store.TurnBegun {
-	t.Helper()
-	ctx := context.Background()
-	sess, _, err := st.SessionCreate(ctx, store.SessionCreateParams{TenantID: tenantID, AgentName: "echo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	begun, err := st.TurnBegin(ctx, &store.TurnBeginParams{
-		TenantID: tenantID, SessionID: sess.ID, TurnID: store.NewTurnID(), Stream: aap.StreamNone, Owner: 1, Lease: time.Minute,
-		Prepare: func(store.Session) (store.TurnPlan, error) {
-			return store.TurnPlan{Messages: []store.NewMessage{{Message: aap.UserMessage("hi"), Origin: store.OriginClient}}}, nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return begun
-}
-
-// finish ends a begun turn as p says (Ref, Step, FirstSeq and Events are
-// filled in).
-func finish(t *testing.T, st *store.Store, begun *store.TurnBegun, p store.TurnFinishParams) {
-	t.Helper()
-	p.Ref, p.Step, p.FirstSeq = begun.Turn.Ref(), 1, begun.LastSeq+1
-	p.Events = []aap.Event{aap.TurnStart(), aap.TurnStop(p.StopReason)}
-	if _, err := st.TurnFinish(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // deliveries lists every delivery of an endpoint, newest first.
 func deliveries(t *testing.T, st *store.Store, e store.WebhookEndpoint) []store.WebhookDelivery {
 	t.Helper()
@@ -93,8 +62,8 @@ func TestWebhookEventIsWrittenWithTheTurnsEnd(t *testing.T) {
 		{"failed", store.TurnFinishParams{Status: store.TurnFailed, StopReason: aap.StopError, ErrorType: aap.TurnErrorModel, Error: "the model failed"}, store.WebhookTurnFailed},
 	}
 	for _, c := range cases {
-		begun := sessionTurn(t, st, tn.ID)
-		finish(t, st, begun, c.p)
+		begun := storetest.BeginTurn(t, st, tn.ID)
+		storetest.FinishTurn(t, st, begun, c.p)
 		got := deliveries(t, st, all)[0]
 		ev := got.Event
 		if ev.Type != c.want || ev.Data.SessionID != begun.Turn.SessionID || ev.Data.TurnID != begun.Turn.ID ||
@@ -119,15 +88,15 @@ func TestWebhookEventIsWrittenWithTheTurnsEnd(t *testing.T) {
 	}
 
 	// A retried finish (its answer lost) queues nothing more.
-	begun := sessionTurn(t, st, tn.ID)
+	begun := storetest.BeginTurn(t, st, tn.ID)
 	for range 2 {
-		finish(t, st, begun, store.TurnFinishParams{Status: store.TurnCompleted, StopReason: aap.StopEndTurn})
+		storetest.FinishTurn(t, st, begun, store.TurnFinishParams{Status: store.TurnCompleted, StopReason: aap.StopEndTurn})
 	}
 	if n := len(deliveries(t, st, all)); n != len(cases)+1 {
 		t.Errorf("a finish written twice: %d deliveries, want %d", n, len(cases)+1)
 	}
 	// Nor does a finish refused because the turn lost its session.
-	lost := sessionTurn(t, st, tn.ID)
+	lost := storetest.BeginTurn(t, st, tn.ID)
 	storetest.Exec(t, storetest.URL(t), `UPDATE sessions SET active_turn_id = NULL WHERE tenant_id = $1 AND id = $2`, tn.ID, lost.Turn.SessionID)
 	if _, err := st.TurnFinish(ctx, store.TurnFinishParams{Ref: lost.Turn.Ref(), Step: 1, FirstSeq: lost.LastSeq + 1,
 		Status: store.TurnCompleted, Events: []aap.Event{aap.TurnStart(), aap.TurnStop(aap.StopEndTurn)}}); !errors.Is(err, store.ErrClaimLost) {
@@ -149,9 +118,9 @@ func TestWebhooksCostATenantWithoutEndpointsNoRoundTrip(t *testing.T) {
 	}
 	t.Cleanup(st.Close)
 	tn := storetest.NewTenant(t, st)
-	begun := sessionTurn(t, st, tn.ID)
+	begun := storetest.BeginTurn(t, st, tn.ID)
 	counter.Reset()
-	finish(t, st, begun, store.TurnFinishParams{Status: store.TurnCompleted, StopReason: aap.StopEndTurn})
+	storetest.FinishTurn(t, st, begun, store.TurnFinishParams{Status: store.TurnCompleted, StopReason: aap.StopEndTurn})
 	if trips, commits, stmts := counter.Counts(); trips != 1 || commits != 1 {
 		t.Errorf("a turn's end: %d round trips, %d commits (%q), want 1 and 1", trips, commits, stmts)
 	}
@@ -175,7 +144,7 @@ func TestWebhookDisabledEndpointGetsNoEvent(t *testing.T) {
 	tn := storetest.NewTenant(t, st)
 	e := newEndpoint(t, st, tn.ID)
 	storetest.Exec(t, storetest.URL(t), `UPDATE webhook_endpoints SET disabled_at = now() WHERE tenant_id = $1 AND id = $2`, tn.ID, e.ID)
-	finish(t, st, sessionTurn(t, st, tn.ID), store.TurnFinishParams{Status: store.TurnCompleted, StopReason: aap.StopEndTurn})
+	storetest.FinishTurn(t, st, storetest.BeginTurn(t, st, tn.ID), store.TurnFinishParams{Status: store.TurnCompleted, StopReason: aap.StopEndTurn})
 	if got := deliveries(t, st, e); len(got) != 0 {
 		t.Errorf("a disabled endpoint got %d deliveries", len(got))
 	}
@@ -183,7 +152,7 @@ func TestWebhookDisabledEndpointGetsNoEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	drainQueued(st)
-	finish(t, st, sessionTurn(t, st, tn.ID), store.TurnFinishParams{Status: store.TurnCompleted, StopReason: aap.StopEndTurn})
+	storetest.FinishTurn(t, st, storetest.BeginTurn(t, st, tn.ID), store.TurnFinishParams{Status: store.TurnCompleted, StopReason: aap.StopEndTurn})
 	if got := deliveries(t, st, e); len(got) != 1 {
 		t.Errorf("an enabled endpoint got %d deliveries, want 1", len(got))
 	}
@@ -253,7 +222,7 @@ func TestWebhookInterruptedTurnIsQueuedOnce(t *testing.T) {
 	url := storetest.URL(t)
 
 	// By the next turn's claim.
-	taken := sessionTurn(t, st, tn.ID)
+	taken := storetest.BeginTurn(t, st, tn.ID)
 	storetest.Exec(t, url, `UPDATE sessions SET lease_expires_at = now() - interval '1 second' WHERE tenant_id = $1 AND id = $2`, tn.ID, taken.Turn.SessionID)
 	next, err := st.TurnBegin(ctx, &store.TurnBeginParams{TenantID: tn.ID, SessionID: taken.Turn.SessionID, TurnID: store.NewTurnID(),
 		Stream: aap.StreamNone, Owner: 2, Lease: time.Minute,
@@ -262,7 +231,7 @@ func TestWebhookInterruptedTurnIsQueuedOnce(t *testing.T) {
 		t.Fatalf("takeover: %+v, %v", next, err)
 	}
 	// By the sweep of dead turns, twice.
-	swept := sessionTurn(t, st, tn.ID)
+	swept := storetest.BeginTurn(t, st, tn.ID)
 	storetest.Exec(t, url, `UPDATE sessions SET lease_expires_at = now() - interval '1 second' WHERE tenant_id = $1 AND id = $2`, tn.ID, swept.Turn.SessionID)
 	for range 2 {
 		if _, err := st.TurnInterruptIfDead(ctx, swept.Turn.Ref()); err != nil {
@@ -293,7 +262,7 @@ func TestWebhookClaimsNeverShareADelivery(t *testing.T) {
 	e := newEndpoint(t, st, tn.ID)
 	const turns = 30
 	for range turns {
-		finish(t, st, sessionTurn(t, st, tn.ID), store.TurnFinishParams{Status: store.TurnCompleted, StopReason: aap.StopEndTurn})
+		storetest.FinishTurn(t, st, storetest.BeginTurn(t, st, tn.ID), store.TurnFinishParams{Status: store.TurnCompleted, StopReason: aap.StopEndTurn})
 	}
 	now := time.Now()
 	var (
@@ -412,7 +381,7 @@ func TestWebhookDisablingFailsTheEndpointsPendingDeliveries(t *testing.T) {
 	tn := storetest.NewTenant(t, st)
 	e := newEndpoint(t, st, tn.ID)
 	for range 3 {
-		finish(t, st, sessionTurn(t, st, tn.ID), store.TurnFinishParams{Status: store.TurnCompleted, StopReason: aap.StopEndTurn})
+		storetest.FinishTurn(t, st, storetest.BeginTurn(t, st, tn.ID), store.TurnFinishParams{Status: store.TurnCompleted, StopReason: aap.StopEndTurn})
 	}
 	now := time.Now()
 	before, err := st.WebhookStatsGet(ctx, now)
@@ -436,6 +405,14 @@ func TestWebhookDisablingFailsTheEndpointsPendingDeliveries(t *testing.T) {
 		if d.State != store.WebhookFailed || d.FinishedAt == nil {
 			t.Errorf("delivery %s: %s", d.Event.ID, d.State)
 		}
+	}
+	// A delivery queued as the endpoint was being disabled (the outbox
+	// reads the endpoint without locking it) is failed by its claim.
+	storetest.Exec(t, storetest.URL(t), `UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = now(), finished_at = NULL
+		WHERE tenant_id = $1 AND endpoint_id = $2 AND event_id = $3`, tn.ID, e.ID, c.Deliveries[0].Event.ID)
+	late, err := st.WebhookDeliveriesClaim(ctx, tn.ID, now.Add(time.Second), time.Minute, 10)
+	if err != nil || late.Abandoned != 1 || len(late.Deliveries) != 0 {
+		t.Errorf("claim of a disabled endpoint's delivery: %d claimed, %d abandoned, %v; want 0 and 1", len(late.Deliveries), late.Abandoned, err)
 	}
 	after, err := st.WebhookStatsGet(ctx, now)
 	if err != nil || after.DisabledEndpoints < 1 {
@@ -468,7 +445,7 @@ func TestWebhookEndpointsSecretsAndPages(t *testing.T) {
 	if err != nil || rotated.PreviousSecretUntil == nil {
 		t.Fatalf("rotate: %+v, %v", rotated, err)
 	}
-	finish(t, st, sessionTurn(t, st, tn.ID), store.TurnFinishParams{Status: store.TurnCompleted, StopReason: aap.StopEndTurn})
+	storetest.FinishTurn(t, st, storetest.BeginTurn(t, st, tn.ID), store.TurnFinishParams{Status: store.TurnCompleted, StopReason: aap.StopEndTurn})
 	now := time.Now()
 	c, err := st.WebhookDeliveriesClaim(ctx, tn.ID, now, time.Minute, 10)
 	if got := c.Targets[e.ID].Secrets; err != nil || fmt.Sprint(got) != "[whsec_bmV3 whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw]" {

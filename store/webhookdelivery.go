@@ -92,6 +92,10 @@ type WebhookClaim struct {
 	Targets    map[string]WebhookTarget
 	Deliveries []WebhookDelivery
 	Until      time.Time
+	// Abandoned counts the due deliveries the claim failed instead, their
+	// endpoint disabled: those a turn's end queued while the endpoint was
+	// being disabled.
+	Abandoned int64
 }
 
 // WebhookDueTenants lists tenants with deliveries due at now, those due
@@ -121,11 +125,18 @@ func (s *Store) WebhookDueTenants(ctx context.Context, now time.Time, limit int)
 
 // WebhookDeliveriesClaim claims up to limit of a tenant's deliveries due at
 // now, oldest due first, until now + lease, skipping those another claim
-// holds; it reads their endpoints and secrets in the same round trip.
+// holds; it reads their endpoints and secrets in the same round trip. Due
+// deliveries of a disabled endpoint are failed instead (Abandoned): the
+// outbox does not lock an endpoint to read it, so a turn's end may queue
+// one while the endpoint is being disabled.
 func (s *Store) WebhookDeliveriesClaim(ctx context.Context, tenantID string, now time.Time, lease time.Duration, limit int) (WebhookClaim, error) {
 	claim := WebhookClaim{Until: now.Add(lease).Truncate(time.Microsecond), Targets: map[string]WebhookTarget{}}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	b.Queue(`UPDATE webhook_deliveries d SET state = 'failed', next_attempt_at = NULL, finished_at = $2
+		FROM webhook_endpoints e
+		WHERE d.tenant_id = $1 AND d.state = 'pending' AND d.next_attempt_at <= $2
+		  AND e.tenant_id = $1 AND e.id = d.endpoint_id AND e.disabled_at IS NOT NULL`, tenantID, now)
 	b.Queue(`UPDATE webhook_deliveries d SET next_attempt_at = $3
 		FROM (SELECT endpoint_id AS due_endpoint, event_id AS due_event FROM webhook_deliveries
 		      WHERE tenant_id = $1 AND state = 'pending' AND next_attempt_at <= $2
@@ -140,6 +151,11 @@ func (s *Store) WebhookDeliveriesClaim(ctx context.Context, tenantID string, now
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
+		tag, err := br.Exec()
+		if err != nil {
+			return err
+		}
+		claim.Abandoned = tag.RowsAffected()
 		rows, err := br.Query()
 		if err != nil {
 			return err
