@@ -500,3 +500,35 @@ func TestWebhookEndpointsSecretsAndPages(t *testing.T) {
 		t.Errorf("%d deliveries of a deleted endpoint left", left)
 	}
 }
+
+// An endpoint whose secret was sealed with another key does not keep the
+// tenant's other endpoints from their deliveries: its target says why it
+// cannot be signed.
+func TestWebhookSecretSealedWithAnotherKeyIsTheEndpointsAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	keyed := func(b byte) *store.Store {
+		key := make([]byte, 32)
+		key[0] = b
+		st, err := store.Open(ctx, store.Config{DatabaseURL: storetest.URL(t), EncryptionKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		return st
+	}
+	st, other := keyed(1), keyed(2)
+	tn := storetest.NewTenant(t, st)
+	good, bad := newEndpoint(t, st, tn.ID), newEndpoint(t, other, tn.ID)
+	storetest.CompletedTurn(t, st, tn.ID)
+	c, err := st.WebhookDeliveriesClaim(ctx, tn.ID, time.Now(), time.Minute, 10)
+	if err != nil || len(c.Deliveries) != 2 {
+		t.Fatalf("claim: %d deliveries, %v", len(c.Deliveries), err)
+	}
+	if g := c.Targets[good.ID]; len(g.Secrets) != 1 || g.SecretErr != nil {
+		t.Errorf("the endpoint sealed with the store's key: %+v", g)
+	}
+	if b := c.Targets[bad.ID]; len(b.Secrets) != 0 || b.SecretErr == nil {
+		t.Errorf("the endpoint sealed with another key: %+v", b)
+	}
+}

@@ -83,6 +83,9 @@ func scanWebhookDelivery(row interface{ Scan(...any) error }) (WebhookDelivery, 
 type WebhookTarget struct {
 	Endpoint WebhookEndpoint
 	Secrets  []string
+	// SecretErr says why the secrets could not be read (sealed with
+	// another encryption key): its deliveries cannot be signed.
+	SecretErr error
 }
 
 // WebhookClaim is a tenant's due deliveries, claimed until Until, with
@@ -187,8 +190,8 @@ func (s *Store) WebhookDeliveriesClaim(ctx context.Context, tenantID string, now
 				}
 				secret, err := s.sealer.open(sealed)
 				if err != nil {
-					rows.Close()
-					return fmt.Errorf("webhook secret of endpoint %s: %w", e.ID, err)
+					t.Secrets, t.SecretErr = nil, fmt.Errorf("the webhook's secret: %w", err)
+					break
 				}
 				t.Secrets = append(t.Secrets, string(secret))
 			}

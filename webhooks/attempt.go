@@ -95,6 +95,9 @@ func (d *Deliverer) record(r store.WebhookAttemptResult) (recorded bool, othersF
 
 // send makes one request of a delivery, at the time at.
 func (d *Deliverer) send(t store.WebhookTarget, tenantName string, dl store.WebhookDelivery, at time.Time) answer {
+	if t.SecretErr != nil {
+		return answer{err: refusal{t.SecretErr}} // nothing is sent unsigned
+	}
 	u, err := url.Parse(t.Endpoint.URL)
 	if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && d.cfg.AllowPrivate)) {
 		return answer{err: refusal{fmt.Errorf("%s URLs are not sent to (https only, unless --webhook-allow-private)", u.Scheme)}}

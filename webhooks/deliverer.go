@@ -92,8 +92,8 @@ type Deliverer struct {
 
 // claimLease is how long a claimed delivery is held: an attempt's timeout
 // and the recording of its result, with room to spare. A process that dies
-// mid-attempt leaves its deliveries due again after it.
-func (c Config) claimLease() time.Duration { return 2*c.Timeout + 30*time.Second }
+// mid-attempt leaves its deliveries due again after it (30 s by default).
+func (c Config) claimLease() time.Duration { return c.Timeout + 15*time.Second }
 
 // Start starts a deliverer. Stop it with Stop.
 func Start(cfg Config) *Deliverer {

@@ -442,3 +442,26 @@ func checkAudit(t *testing.T, f *fixture, reason string) {
 	}
 	t.Errorf("no audit line in %s", f.logs.String())
 }
+
+// A delivery whose deliverer died mid-attempt (its replica killed) is
+// attempted again, with the same event id, once its claim has run out.
+func TestWebhookClaimOfADeadDelivererRunsOut(t *testing.T) {
+	t.Parallel()
+	clk := &clock{now: time.Now().Add(-time.Hour)} // nothing is due yet for this deliverer
+	f := newFixture(t, newReceiver(t, nil), func(c *webhooks.Config) { c.Now = clk.Now })
+	storetest.CompletedTurn(t, f.st, f.tenant.ID)
+	dead, err := f.st.WebhookDeliveriesClaim(context.Background(), f.tenant.ID, time.Now(), webhooks.DefaultTimeout+15*time.Second, 10)
+	if err != nil || len(dead.Deliveries) != 1 {
+		t.Fatalf("the dead replica's claim: %+v, %v", dead, err)
+	}
+	clk.set(dead.Until.Add(-time.Second))
+	time.Sleep(100 * time.Millisecond)
+	if n := len(f.rcv.requests()); n != 0 {
+		t.Fatalf("%d requests while the dead replica's claim held", n)
+	}
+	clk.set(dead.Until)
+	waitFor(t, "the delivery", 5*time.Second, func() bool { return f.delivery(t, dead.Deliveries[0].Event.ID).State == store.WebhookDelivered })
+	if r := f.rcv.requests(); len(r) != 1 || r[0].header.Get("webhook-id") != dead.Deliveries[0].Event.ID {
+		t.Errorf("requests %d", len(r))
+	}
+}

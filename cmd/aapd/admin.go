@@ -14,7 +14,8 @@ import (
 	"github.com/aapd/aapd/store"
 )
 
-// The administration commands (tenants, keys, issuers, limits, usage) call
+// The administration commands (tenants, keys, issuers, limits, usage,
+// webhooks) call
 // the same admin.Service as the admin HTTP API: one validation, one audit
 // line per change (on stderr, with actor "cli": the server's JSON line).
 
@@ -40,12 +41,13 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-// openStore opens the database of an administration command.
-func openStore(ctx context.Context, dbURL string) (*store.Store, error) {
+// openStore opens the database of an administration command; key seals
+// secrets (nil: the database's own key, as for a server without one).
+func openStore(ctx context.Context, dbURL string, key []byte) (*store.Store, error) {
 	if err := requireDatabaseURL(dbURL); err != nil {
 		return nil, err
 	}
-	return store.Open(ctx, store.Config{DatabaseURL: dbURL, MaxConns: 2})
+	return store.Open(ctx, store.Config{DatabaseURL: dbURL, MaxConns: 2, EncryptionKey: key})
 }
 
 // adminCmd is what every administration command shares: its flags (the
@@ -55,8 +57,17 @@ type adminCmd struct {
 	name   string
 	dbURL  *string
 	tenant *string
+	// key is --encryption-key, for the commands that store a secret.
+	key    *string
 	stderr io.Writer
 	st     *store.Store
+}
+
+// withEncryptionKey adds --encryption-key: a command that stores a secret
+// seals it with the servers' key.
+func (c *adminCmd) withEncryptionKey() *adminCmd {
+	c.key = encryptionKeyFlag(c.flagSet)
+	return c
 }
 
 // newAdminCmd defines the flags of an administration command; withTenant
@@ -88,15 +99,27 @@ func (c *adminCmd) parse(args []string, want int, what string) error {
 	return nil
 }
 
-// service opens the database and returns the operator's service over it;
-// its audit lines go to stderr. Close the command when done.
-func (c *adminCmd) service(ctx context.Context) (*admin.Service, error) {
-	st, err := openStore(ctx, *c.dbURL)
+// service opens the database and returns the operator's service over it
+// (edit adjusts its configuration); its audit lines go to stderr. Close
+// the command when done.
+func (c *adminCmd) service(ctx context.Context, edit ...func(*admin.Config)) (*admin.Service, error) {
+	var key []byte
+	if c.key != nil {
+		var err error
+		if key, err = decodeEncryptionKey(*c.key); err != nil {
+			return nil, err
+		}
+	}
+	st, err := openStore(ctx, *c.dbURL, key)
 	if err != nil {
 		return nil, err
 	}
 	c.st = st
-	return admin.NewService(admin.Config{Store: st, Logger: newLogger(c.stderr, slog.LevelInfo), Actor: "cli"}), nil
+	cfg := admin.Config{Store: st, Logger: newLogger(c.stderr, slog.LevelInfo), Actor: "cli"}
+	for _, e := range edit {
+		e(&cfg)
+	}
+	return admin.NewService(cfg), nil
 }
 
 func (c *adminCmd) close() {

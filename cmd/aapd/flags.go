@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"io"
@@ -136,3 +137,23 @@ func requireDatabaseURL(u string) error {
 }
 
 const exampleDatabaseURL = "postgres://postgres@127.0.0.1:5432/aapd?sslmode=disable"
+
+// encryptionKeyFlag defines --encryption-key, which seals secrets at rest
+// (secret options, webhook secrets); decodeEncryptionKey reads it.
+func encryptionKeyFlag(f *flagSet) *string {
+	k := f.String("encryption-key", "", "base64 of 32 random bytes sealing secrets at rest (openssl rand -base64 32); the same on every process")
+	f.fromEnv("encryption-key", "AAPD_ENCRYPTION_KEY")
+	return k
+}
+
+// decodeEncryptionKey decodes --encryption-key; nil when it is empty.
+func decodeEncryptionKey(v string) ([]byte, error) {
+	if v == "" {
+		return nil, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(v)
+	if err != nil || len(b) != 32 {
+		return nil, &usageError{"--encryption-key must be the base64 of exactly 32 bytes (openssl rand -base64 32)"}
+	}
+	return b, nil
+}

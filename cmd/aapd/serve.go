@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +29,7 @@ import (
 	"github.com/aapd/aapd/quota"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/turnqueue"
+	"github.com/aapd/aapd/webhooks"
 )
 
 // Config is everything `aapd serve` can be told.
@@ -76,6 +77,12 @@ type Config struct {
 	// (tests); nil means as the OTEL_* environment variables say
 	// (tracing.go), which is off unless they ask for it.
 	TracerProvider trace.TracerProvider
+	// WebhookAllowPrivate admits webhook URLs on loopback and private
+	// addresses, and http ones (docs/background.md).
+	WebhookAllowPrivate bool
+	// WebhookTLS, when set, is the TLS configuration of webhook requests
+	// (tests trust their receivers with it); nil: the system's roots.
+	WebhookTLS *tls.Config
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
@@ -118,8 +125,7 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	f.DurationVar(&cfg.KeepAlive, "sse-keepalive", httpapi.DefaultKeepAlive, "idle time after which a stream sends a keep-alive comment")
 	f.fromEnv("sse-keepalive", "AAPD_SSE_KEEPALIVE")
 	edgeFlags(f, &cfg.Edge)
-	key := f.String("encryption-key", "", "base64 of 32 random bytes sealing secret options at rest (openssl rand -base64 32)")
-	f.fromEnv("encryption-key", "AAPD_ENCRYPTION_KEY")
+	key := encryptionKeyFlag(f)
 	f.StringVar(&cfg.AgentsFile, "config", "", "agents configuration file (YAML, docs/agents.md); without one, the echo agent alone")
 	f.fromEnv("config", "AAPD_CONFIG")
 	f.DurationVar(&cfg.JWKSMinRefresh, "jwks-min-refresh", auth.DefaultJWKSMinRefresh, "least time between two fetches of an issuer's key set caused by tokens with an unknown kid")
@@ -128,6 +134,8 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	f.fromEnv("dev", "AAPD_DEV")
 	adminTokenFile := f.String("admin-token-file", "", "file holding the operator token that opens the admin API at /admin/v1 (or put the token itself in $AAPD_ADMIN_TOKEN); without either, that API is off")
 	f.fromEnv("admin-token-file", "AAPD_ADMIN_TOKEN_FILE")
+	f.BoolVar(&cfg.WebhookAllowPrivate, "webhook-allow-private", false, "admit webhook URLs on loopback and private addresses, and http ones (tests, on-premises receivers)")
+	f.fromEnv("webhook-allow-private", "AAPD_WEBHOOK_ALLOW_PRIVATE")
 	level := f.String("log-level", "info", "debug, info, warn or error")
 	f.fromEnv("log-level", "AAPD_LOG_LEVEL")
 	if err := f.parse(args); err != nil {
@@ -145,12 +153,8 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 			cfg.CORSOrigins = append(cfg.CORSOrigins, o)
 		}
 	}
-	if *key != "" {
-		b, err := base64.StdEncoding.DecodeString(*key)
-		if err != nil || len(b) != 32 {
-			return Config{}, &usageError{"--encryption-key must be the base64 of exactly 32 bytes (openssl rand -base64 32)"}
-		}
-		cfg.EncryptionKey = b
+	if cfg.EncryptionKey, err = decodeEncryptionKey(*key); err != nil {
+		return Config{}, err
 	}
 	if cfg.AdminToken, err = adminToken(*adminTokenFile); err != nil {
 		return Config{}, err
@@ -233,6 +237,9 @@ type Main struct {
 	API      *httpapi.Server
 	// Queue runs the background turns waiting for a worker.
 	Queue *turnqueue.Dispatcher
+	// Webhooks sends the tenants' webhook deliveries (every replica runs
+	// one).
+	Webhooks *webhooks.Deliverer
 	// Registry holds every metric the process exports.
 	Registry *prometheus.Registry
 	agents   *agentconfig.Loaded
@@ -385,6 +392,8 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 	}); err != nil {
 		return err
 	}
+	m.Webhooks = webhooks.Start(webhooks.Config{Store: m.Store, Logger: m.log, Registry: m.Registry,
+		AllowPrivate: m.cfg.WebhookAllowPrivate, TLS: m.cfg.WebhookTLS})
 	if m.cfg.Dev {
 		if err := m.devKey(ctx, stderr); err != nil {
 			return err
@@ -486,6 +495,11 @@ func (m *Main) shutdown(delay time.Duration) error {
 	if err := m.Runner.Shutdown(drainCtx); err != nil {
 		m.log.Warn("drain", "err", err)
 	}
+	// The drained turns' deliveries are claimed by now or left to other
+	// replicas; attempts in flight get a moment to end.
+	webhooksCtx, cancelWebhooks := context.WithTimeout(context.Background(), webhookStopTimeout)
+	m.Webhooks.Stop(webhooksCtx)
+	cancelWebhooks()
 	if err := <-httpDone; err != nil {
 		m.log.Warn("http shutdown", "err", err)
 		_ = m.http.Close()
@@ -500,7 +514,14 @@ func (m *Main) shutdown(delay time.Duration) error {
 	return nil
 }
 
+// webhookStopTimeout is how long a shutdown lets webhook attempts in
+// flight end; those still running are given back, due at once.
+const webhookStopTimeout = 5 * time.Second
+
 func (m *Main) close() {
+	if m.Webhooks != nil {
+		m.Webhooks.Stop(context.Background()) // stopped already by Shutdown, or never started an attempt
+	}
 	if m.Queue != nil {
 		m.Queue.Stop()
 	}
