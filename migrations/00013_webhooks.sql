@@ -10,7 +10,7 @@
 -- options). After a rotation the previous secret keeps signing beside the
 -- new one until previous_secret_until.
 CREATE TABLE webhook_endpoints (
-    tenant_id             uuid        NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
+    tenant_id             uuid        NOT NULL,
     id                    text        NOT NULL,
     url                   text        NOT NULL,
     description           text        NOT NULL DEFAULT '',
@@ -50,7 +50,6 @@ CREATE TABLE webhook_deliveries (
     created_at      timestamptz NOT NULL DEFAULT now(),
     finished_at     timestamptz,
     PRIMARY KEY (tenant_id, endpoint_id, event_id),
-    FOREIGN KEY (tenant_id, endpoint_id) REFERENCES webhook_endpoints (tenant_id, id) ON DELETE CASCADE,
     CHECK ((state = 'pending') = (next_attempt_at IS NOT NULL))
 );
 -- Which tenants have deliveries due (every replica's scan), and a tenant's
@@ -60,6 +59,9 @@ CREATE INDEX webhook_deliveries_tenant_due ON webhook_deliveries (tenant_id, nex
 -- Ended deliveries, oldest first, for pruning.
 CREATE INDEX webhook_deliveries_finished ON webhook_deliveries (finished_at) WHERE finished_at IS NOT NULL;
 
+-- The foreign keys come after the tables are distributed: on Citus, a
+-- table created with a key to a reference table (tenants) becomes a
+-- "Citus local" table, which can no longer be distributed (see 00009).
 -- +goose StatementBegin
 DO $$
 BEGIN
@@ -71,9 +73,9 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
-ALTER TABLE webhook_deliveries DROP CONSTRAINT webhook_deliveries_tenant_id_endpoint_id_fkey;
 SELECT aapd_distribute('webhook_endpoints', 'sessions');
 SELECT aapd_distribute('webhook_deliveries', 'sessions');
+ALTER TABLE webhook_endpoints ADD FOREIGN KEY (tenant_id) REFERENCES tenants (id) ON DELETE CASCADE;
 ALTER TABLE webhook_deliveries ADD FOREIGN KEY (tenant_id, endpoint_id)
     REFERENCES webhook_endpoints (tenant_id, id) ON DELETE CASCADE;
 

@@ -23,7 +23,7 @@ type WebhookEndpoint struct {
 	Events      []string
 	CreatedAt   time.Time
 	// PreviousSecretUntil is, after a rotation, when the previous secret
-	// stops signing beside the new one.
+	// stops (or stopped) signing beside the new one.
 	PreviousSecretUntil *time.Time
 	// FailingSince is the first failed attempt since the last success.
 	FailingSince *time.Time
@@ -52,7 +52,7 @@ var ErrWebhookLimit = errors.New("the tenant has the most webhook endpoints it m
 func NewWebhookEndpointID() string { return "wh_" + mustV7() }
 
 const webhookEndpointColumns = `tenant_id::text, id, url, description, events, created_at,
-	CASE WHEN previous_secret_until > now() THEN previous_secret_until END, failing_since, disabled_at, coalesce(disabled_reason, '')`
+	previous_secret_until, failing_since, disabled_at, coalesce(disabled_reason, '')`
 
 func scanWebhookEndpoint(row interface{ Scan(...any) error }, extra ...any) (WebhookEndpoint, error) {
 	var e WebhookEndpoint

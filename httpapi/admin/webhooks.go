@@ -95,12 +95,14 @@ type DeliveryPage struct {
 	NextCursor string     `json:"nextCursor,omitempty"`
 }
 
-func webhookOf(e store.WebhookEndpoint) Webhook {
+func (s *Service) webhookOf(e store.WebhookEndpoint) Webhook {
 	w := Webhook{ID: e.ID, URL: e.URL, Description: e.Description, Events: e.Events, CreatedAt: e.CreatedAt.UTC(),
-		State: "enabled", DisabledAt: utc(e.DisabledAt), DisabledReason: e.DisabledReason,
-		FailingSince: utc(e.FailingSince), PreviousSecretExpiresAt: utc(e.PreviousSecretUntil)}
+		State: "enabled", DisabledAt: utc(e.DisabledAt), DisabledReason: e.DisabledReason, FailingSince: utc(e.FailingSince)}
 	if e.DisabledAt != nil {
 		w.State = "disabled"
+	}
+	if e.PreviousSecretUntil != nil && e.PreviousSecretUntil.After(s.now()) {
+		w.PreviousSecretExpiresAt = utc(e.PreviousSecretUntil)
 	}
 	return w
 }
@@ -173,7 +175,7 @@ func (s *Service) CreateWebhook(ctx context.Context, tenant string, req WebhookR
 		return CreatedWebhook{}, err
 	}
 	s.audit(ctx, "webhook.create", t, e.ID, slog.String("url", e.URL), slog.Any("events", e.Events))
-	return CreatedWebhook{Webhook: webhookOf(e), Secret: secret}, nil
+	return CreatedWebhook{Webhook: s.webhookOf(e), Secret: secret}, nil
 }
 
 // webhook finds a tenant and an endpoint of it.
@@ -198,7 +200,7 @@ func (s *Service) GetWebhook(ctx context.Context, tenant, id string) (Webhook, e
 	if err != nil {
 		return Webhook{}, err
 	}
-	return webhookOf(e), nil
+	return s.webhookOf(e), nil
 }
 
 // ListWebhooks pages through a tenant's endpoints, oldest first.
@@ -220,7 +222,7 @@ func (s *Service) ListWebhooks(ctx context.Context, tenant, cursor string, limit
 	}
 	out := WebhookPage{Webhooks: make([]Webhook, len(page.Endpoints)), NextCursor: page.Next}
 	for i, e := range page.Endpoints {
-		out.Webhooks[i] = webhookOf(e)
+		out.Webhooks[i] = s.webhookOf(e)
 	}
 	return out, nil
 }
@@ -262,7 +264,7 @@ func (s *Service) RotateWebhookSecret(ctx context.Context, tenant, id string) (C
 		return CreatedWebhook{}, err
 	}
 	s.audit(ctx, "webhook.rotate-secret", t, id, slog.Time("previous_secret_expires_at", e.PreviousSecretUntil.UTC()))
-	return CreatedWebhook{Webhook: webhookOf(e), Secret: secret}, nil
+	return CreatedWebhook{Webhook: s.webhookOf(e), Secret: secret}, nil
 }
 
 // EnableWebhook enables a disabled endpoint again: new events are sent to
@@ -281,7 +283,7 @@ func (s *Service) EnableWebhook(ctx context.Context, tenant, id string) (Webhook
 		return Webhook{}, err
 	}
 	s.audit(ctx, "webhook.enable", t, id)
-	return webhookOf(e), nil
+	return s.webhookOf(e), nil
 }
 
 // ListDeliveries pages through an endpoint's deliveries, newest event
