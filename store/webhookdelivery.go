@@ -3,12 +3,10 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Webhook deliveries: one event to one endpoint, sent by the deliverer of
@@ -17,6 +15,16 @@ import (
 // lease, so no other replica takes them while they are sent, and a replica
 // that dies leaves them due again at the lease's end; recording an attempt
 // is fenced on that claim.
+//
+// Claims and records commit without waiting for their WAL to reach disk
+// (asyncCommitSQL): a Postgres crash may forget the last of them, and then
+// a delivery is sent again, with the same event id, which receivers
+// deduplicate by. The outbox row itself is written in the turn's own,
+// synchronous, commit: it is never lost.
+
+// asyncCommitSQL makes a transaction's commit return before its WAL is on
+// disk.
+const asyncCommitSQL = "SET LOCAL synchronous_commit TO off"
 
 // Webhook delivery states.
 const (
@@ -79,7 +87,8 @@ func scanWebhookDelivery(row interface{ Scan(...any) error }) (WebhookDelivery, 
 
 // WebhookTarget is an endpoint as its deliveries are sent: with the
 // secrets that sign them now (the current one, and after a rotation the
-// previous one for a while).
+// previous one for a while). An endpoint disabled as its deliveries were
+// claimed is one too (Endpoint.DisabledAt): they are not sent.
 type WebhookTarget struct {
 	Endpoint WebhookEndpoint
 	Secrets  []string
@@ -95,10 +104,6 @@ type WebhookClaim struct {
 	Targets    map[string]WebhookTarget
 	Deliveries []WebhookDelivery
 	Until      time.Time
-	// Abandoned counts the due deliveries the claim failed instead, their
-	// endpoint disabled: those a turn's end queued while the endpoint was
-	// being disabled.
-	Abandoned int64
 }
 
 // WebhookDueTenants lists tenants with deliveries due at now, those due
@@ -128,18 +133,15 @@ func (s *Store) WebhookDueTenants(ctx context.Context, now time.Time, limit int)
 
 // WebhookDeliveriesClaim claims up to limit of a tenant's deliveries due at
 // now, oldest due first, until now + lease, skipping those another claim
-// holds; it reads their endpoints and secrets in the same round trip. Due
-// deliveries of a disabled endpoint are failed instead (Abandoned): the
-// outbox does not lock an endpoint to read it, so a turn's end may queue
-// one while the endpoint is being disabled.
+// holds; it reads their endpoints and secrets in the same round trip. (A
+// delivery of a disabled endpoint may be among them: the outbox does not
+// lock an endpoint to read it, so a turn's end may queue one while the
+// endpoint is being disabled.)
 func (s *Store) WebhookDeliveriesClaim(ctx context.Context, tenantID string, now time.Time, lease time.Duration, limit int) (WebhookClaim, error) {
 	claim := WebhookClaim{Until: now.Add(lease).Truncate(time.Microsecond), Targets: map[string]WebhookTarget{}}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(`UPDATE webhook_deliveries d SET state = 'failed', next_attempt_at = NULL, finished_at = $2
-		FROM webhook_endpoints e
-		WHERE d.tenant_id = $1 AND d.state = 'pending' AND d.next_attempt_at <= $2
-		  AND e.tenant_id = $1 AND e.id = d.endpoint_id AND e.disabled_at IS NOT NULL`, tenantID, now)
+	b.Queue(asyncCommitSQL)
 	b.Queue(`UPDATE webhook_deliveries d SET next_attempt_at = $3
 		FROM (SELECT endpoint_id AS due_endpoint, event_id AS due_event FROM webhook_deliveries
 		      WHERE tenant_id = $1 AND state = 'pending' AND next_attempt_at <= $2
@@ -148,17 +150,14 @@ func (s *Store) WebhookDeliveriesClaim(ctx context.Context, tenantID string, now
 		RETURNING `+webhookDeliveryColumns, tenantID, now, claim.Until, limit)
 	b.Queue(`SELECT name FROM tenants WHERE id = $1`, tenantID)
 	b.Queue(`SELECT `+webhookEndpointColumns+`, secret, CASE WHEN previous_secret_until > $2 THEN previous_secret END
-		FROM webhook_endpoints WHERE tenant_id = $1 AND disabled_at IS NULL`, tenantID, now)
+		FROM webhook_endpoints WHERE tenant_id = $1`, tenantID, now)
 	b.Queue("COMMIT")
 	err := s.inBatch(ctx, b, func(br pgx.BatchResults) error {
-		if _, err := br.Exec(); err != nil {
-			return err
+		for range 2 { // BEGIN, SET
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
 		}
-		tag, err := br.Exec()
-		if err != nil {
-			return err
-		}
-		claim.Abandoned = tag.RowsAffected()
 		rows, err := br.Query()
 		if err != nil {
 			return err
@@ -244,68 +243,123 @@ type WebhookAttemptResult struct {
 	DisableEndpoint string
 }
 
-// WebhookAttemptRecord records an attempt, if the delivery's claim still
-// holds (recorded false if not: it was redelivered, or its endpoint
-// disabled, meanwhile), and keeps the endpoint's failure record: a success
-// clears it, a failure starts it. It reports how many other deliveries
-// failed with the endpoint's disabling.
-func (s *Store) WebhookAttemptRecord(ctx context.Context, r WebhookAttemptResult) (recorded bool, othersFailed int64, err error) {
-	d := r.Delivery
-	entry, err := json.Marshal(r.Attempt)
-	if err != nil {
-		return false, 0, fmt.Errorf("encode webhook attempt: %w", err)
+// WebhookRecorded is what WebhookAttemptsRecord wrote.
+type WebhookRecorded struct {
+	// Recorded holds the results whose claim still held, by their index:
+	// the others' deliveries were redelivered, or failed with their
+	// endpoint's disabling, meanwhile.
+	Recorded map[int]bool
+	// OthersFailed counts the pending deliveries the disablings failed.
+	OthersFailed int64
+}
+
+// WebhookAttemptsRecord records attempts of one tenant's deliveries, in one
+// transaction and one round trip, each only if its claim still holds; and
+// keeps their endpoints' failure records: an endpoint's last result clears
+// it (a success) or starts it (a failure), whether or not its delivery's
+// claim still held — the receiver answered all the same.
+func (s *Store) WebhookAttemptsRecord(ctx context.Context, tenantID string, results []WebhookAttemptResult) (WebhookRecorded, error) {
+	out := WebhookRecorded{Recorded: map[int]bool{}}
+	n := len(results)
+	var (
+		endpoints, events, states, entries = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		claims, ats                        = make([]time.Time, n), make([]time.Time, n)
+		nexts                              = make([]*time.Time, n)
+		last                               = map[string]WebhookAttemptResult{} // by endpoint
+		disable                            = map[string]string{}
+	)
+	for i, r := range results {
+		entry, err := json.Marshal(r.Attempt)
+		if err != nil {
+			return out, fmt.Errorf("encode webhook attempt: %w", err)
+		}
+		endpoints[i], events[i], states[i], entries[i] = r.Delivery.EndpointID, r.Delivery.Event.ID, r.State, "["+string(entry)+"]"
+		claims[i], ats[i] = r.Delivery.Claim, r.Attempt.At
+		if r.State == WebhookPending {
+			nexts[i] = &results[i].NextAttemptAt
+		}
+		last[r.Delivery.EndpointID] = r
+		if r.DisableEndpoint != "" {
+			disable[r.Delivery.EndpointID] = r.DisableEndpoint
+		}
 	}
-	var next *time.Time
-	if r.State == WebhookPending {
-		next = &r.NextAttemptAt
+	var cleared, failing []string
+	var failingAt time.Time
+	for id, r := range last {
+		if r.State == WebhookDelivered {
+			cleared = append(cleared, id)
+		} else {
+			failing, failingAt = append(failing, id), r.Attempt.At
+		}
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	// The guard: it fails with division_by_zero, voiding the transaction,
-	// when the claim no longer holds.
-	b.Queue(`WITH d AS (
-			UPDATE webhook_deliveries SET state = $5, attempts = attempts + 1, next_attempt_at = $6,
-				finished_at = CASE WHEN $5 <> 'pending' THEN $7::timestamptz END,
-				attempt_log = (CASE WHEN jsonb_array_length(attempt_log) >= $9 THEN attempt_log - 0 ELSE attempt_log END) || $8::jsonb
-			WHERE tenant_id = $1 AND endpoint_id = $2 AND event_id = $3 AND state = 'pending' AND next_attempt_at = $4
-			RETURNING 1
-		)
-		SELECT 1 / (SELECT count(*) FROM d)`,
-		d.TenantID, d.EndpointID, d.Event.ID, d.Claim, r.State, next, r.Attempt.At, "["+string(entry)+"]", maxAttemptLog)
-	if r.State == WebhookDelivered {
-		b.Queue(`UPDATE webhook_endpoints SET failing_since = NULL
-			WHERE tenant_id = $1 AND id = $2 AND failing_since IS NOT NULL`, d.TenantID, d.EndpointID)
-	} else {
-		b.Queue(`UPDATE webhook_endpoints SET failing_since = $3
-			WHERE tenant_id = $1 AND id = $2 AND failing_since IS NULL`, d.TenantID, d.EndpointID, r.Attempt.At)
-	}
-	if r.DisableEndpoint != "" {
-		b.Queue(`UPDATE webhook_endpoints SET disabled_at = $3, disabled_reason = $4
-			WHERE tenant_id = $1 AND id = $2 AND disabled_at IS NULL`, d.TenantID, d.EndpointID, r.Attempt.At, r.DisableEndpoint)
+	b.Queue(asyncCommitSQL)
+	b.Queue(`UPDATE webhook_deliveries d SET state = r.state, attempts = d.attempts + 1, next_attempt_at = r.next,
+			finished_at = CASE WHEN r.state <> 'pending' THEN r.at END,
+			attempt_log = (CASE WHEN jsonb_array_length(d.attempt_log) >= $9 THEN d.attempt_log - 0 ELSE d.attempt_log END) || r.entry
+		FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::jsonb[])
+		     AS r(endpoint_id, event_id, claim, state, next, at, entry)
+		WHERE d.tenant_id = $1 AND d.endpoint_id = r.endpoint_id AND d.event_id = r.event_id
+		  AND d.state = 'pending' AND d.next_attempt_at = r.claim
+		RETURNING d.endpoint_id, d.event_id`,
+		tenantID, endpoints, events, claims, states, nexts, ats, entries, maxAttemptLog)
+	b.Queue(`UPDATE webhook_endpoints SET failing_since = NULL
+		WHERE tenant_id = $1 AND id = ANY($2) AND failing_since IS NOT NULL`, tenantID, cleared)
+	b.Queue(`UPDATE webhook_endpoints SET failing_since = $3
+		WHERE tenant_id = $1 AND id = ANY($2) AND failing_since IS NULL`, tenantID, failing, failingAt)
+	if len(disable) > 0 {
+		ids, reasons := make([]string, 0, len(disable)), make([]string, 0, len(disable))
+		for id, why := range disable {
+			ids, reasons = append(ids, id), append(reasons, why)
+		}
+		b.Queue(`UPDATE webhook_endpoints e SET disabled_at = $4, disabled_reason = r.reason
+			FROM unnest($2::text[], $3::text[]) AS r(id, reason)
+			WHERE e.tenant_id = $1 AND e.id = r.id AND e.disabled_at IS NULL`, tenantID, ids, reasons, failingAt)
 		b.Queue(`UPDATE webhook_deliveries SET state = 'failed', next_attempt_at = NULL, finished_at = $3
-			WHERE tenant_id = $1 AND endpoint_id = $2 AND state = 'pending'`, d.TenantID, d.EndpointID, r.Attempt.At)
+			WHERE tenant_id = $1 AND endpoint_id = ANY($2) AND state = 'pending'`, tenantID, ids, failingAt)
 	}
 	b.Queue("COMMIT")
-	err = s.inBatch(ctx, b, func(br pgx.BatchResults) error {
-		for i := range b.Len() {
+	err := s.inBatch(ctx, b, func(br pgx.BatchResults) error {
+		for range 2 { // BEGIN, SET
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		written := map[[2]string]bool{}
+		for rows.Next() {
+			var k [2]string
+			if err := rows.Scan(&k[0], &k[1]); err != nil {
+				rows.Close()
+				return err
+			}
+			written[k] = true
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i := range results {
+			out.Recorded[i] = written[[2]string{endpoints[i], events[i]}]
+		}
+		for i := 3; i < b.Len(); i++ { // the endpoints, the disablings, COMMIT
 			tag, err := br.Exec()
 			if err != nil {
 				return err
 			}
-			if i == 4 && r.DisableEndpoint != "" {
-				othersFailed = tag.RowsAffected()
+			if i == 6 && len(disable) > 0 {
+				out.OthersFailed = tag.RowsAffected()
 			}
 		}
 		return nil
 	})
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "22012" {
-		return false, 0, nil
-	}
 	if err != nil {
-		return false, 0, fmt.Errorf("record webhook attempt of event %s to %s: %w", d.Event.ID, d.EndpointID, err)
+		return WebhookRecorded{}, fmt.Errorf("record %d webhook attempts: %w", n, err)
 	}
-	return true, othersFailed, nil
+	return out, nil
 }
 
 // WebhookDeliveryRelease gives back a claimed delivery that was not

@@ -19,17 +19,31 @@ import (
 // away), so its connection can be used again.
 const maxResponseRead = 64 << 10
 
-// attempt sends one claimed delivery and records what came of it.
+// outcome is an attempt's result, on its way to the recorder.
+type outcome struct {
+	tenantName string
+	delivery   store.WebhookDelivery
+	result     store.WebhookAttemptResult
+	answer     answer
+}
+
+// attempt sends one claimed delivery and hands what came of it to the
+// recorder.
 func (d *Deliverer) attempt(c store.WebhookClaim, dl store.WebhookDelivery) {
 	defer d.wg.Done()
 	defer func() { d.freed <- struct{}{} }()
 	target, ok := c.Targets[dl.EndpointID]
 	if !ok {
-		// Its endpoint was disabled as the delivery was claimed: the next
-		// claim after this one's lease fails it.
-		return
+		return // its endpoint was deleted as it was claimed, and the delivery with it
 	}
 	at := d.cfg.Now().Truncate(time.Microsecond) // as the database keeps it
+	if target.Endpoint.DisabledAt != nil {
+		// Disabled as the delivery was claimed: it fails, unsent.
+		d.results <- outcome{tenantName: c.TenantName, delivery: dl, result: store.WebhookAttemptResult{
+			Delivery: dl, State: store.WebhookFailed, Attempt: store.WebhookAttempt{At: at, Error: "not sent: the endpoint is disabled"},
+		}}
+		return
+	}
 	started := time.Now()
 	a := d.send(target, c.TenantName, dl, at)
 	latency := time.Since(started)
@@ -43,53 +57,98 @@ func (d *Deliverer) attempt(c store.WebhookClaim, dl store.WebhookDelivery) {
 		return
 	}
 	v := decide(a, dl.Attempts+1, at, target.Endpoint.FailingSince, d.cfg.Rand)
-	rec := store.WebhookAttemptResult{
+	d.metrics.attempts.WithLabelValues(result(a)).Inc()
+	d.results <- outcome{tenantName: c.TenantName, delivery: dl, answer: a, result: store.WebhookAttemptResult{
 		Delivery: dl, State: v.state, NextAttemptAt: v.next, DisableEndpoint: v.disable,
 		Attempt: store.WebhookAttempt{At: at, StatusCode: a.status, LatencyMS: latency.Milliseconds(), Error: describe(a, d.cfg.Timeout)},
-	}
-	d.metrics.attempts.WithLabelValues(result(a)).Inc()
-	recorded, othersFailed, err := d.record(rec)
-	switch {
-	case err != nil:
-		// The claim runs out and the delivery is attempted again: its
-		// receiver may get it twice, with the same webhook-id.
-		d.log.Warn("record a webhook attempt", "tenant_id", dl.TenantID, "endpoint", dl.EndpointID, "event", dl.Event.ID, "err", err)
-		return
-	case !recorded:
-		return // redelivered, or its endpoint disabled, meanwhile
-	}
-	switch v.state {
-	case store.WebhookDelivered:
-		d.metrics.deliveries.WithLabelValues(outcomeDeliver).Inc()
-		d.metrics.lag.Observe(max(d.cfg.Now().Sub(dl.Event.OccurredAt), 0).Seconds())
-	case store.WebhookFailed:
-		d.metrics.deliveries.WithLabelValues(outcomeFail).Add(float64(1 + othersFailed))
-		d.log.Warn("webhook delivery failed", "tenant_id", dl.TenantID, "endpoint", dl.EndpointID, "event", dl.Event.ID,
-			"attempts", dl.Attempts+1, "error", rec.Attempt.Error)
-	}
-	if v.disable != "" {
-		d.audits.LogAttrs(context.Background(), slog.LevelInfo, "audit",
-			slog.String("action", "webhook.disable"), slog.String("actor", "deliverer"),
-			slog.String("tenant", c.TenantName), slog.String("tenant_id", dl.TenantID),
-			slog.String("target", dl.EndpointID), slog.String("reason", v.disable),
-			slog.Int64("deliveries_failed", 1+othersFailed))
+	}}
+}
+
+// recordBatch bounds the attempts one recording writes.
+const recordBatch = 256
+
+// recorder records attempts' outcomes, as many at a time as have come
+// while the previous recording was written: one transaction per tenant
+// for them all, so a busy deliverer commits far less often than it
+// attempts. It returns when results is closed and drained.
+func (d *Deliverer) recorder() {
+	defer close(d.recorded)
+	for first := range d.results {
+		batch := []outcome{first}
+	more:
+		for len(batch) < recordBatch {
+			select {
+			case o, ok := <-d.results:
+				if !ok {
+					break more
+				}
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
+		byTenant := map[string][]outcome{}
+		for _, o := range batch {
+			byTenant[o.delivery.TenantID] = append(byTenant[o.delivery.TenantID], o)
+		}
+		for tenantID, outcomes := range byTenant {
+			d.record(tenantID, outcomes)
+		}
 	}
 }
 
-// record records an attempt, trying again for a while if the database is
-// unavailable (within the claim's lease).
-func (d *Deliverer) record(r store.WebhookAttemptResult) (recorded bool, othersFailed int64, err error) {
+// record records a tenant's outcomes, trying again for a while if the
+// database is unavailable (within the claims' lease), then counts them.
+func (d *Deliverer) record(tenantID string, outcomes []outcome) {
+	results := make([]store.WebhookAttemptResult, len(outcomes))
+	for i, o := range outcomes {
+		results[i] = o.result
+	}
 	deadline := time.Now().Add(d.cfg.claimLease() - d.cfg.Timeout)
 	backoff := 100 * time.Millisecond
+	var (
+		rec store.WebhookRecorded
+		err error
+	)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		recorded, othersFailed, err = d.st.WebhookAttemptRecord(ctx, r)
+		rec, err = d.st.WebhookAttemptsRecord(ctx, tenantID, results)
 		cancel()
 		if err == nil || !errors.Is(err, store.ErrUnavailable) || time.Now().Add(backoff).After(deadline) {
-			return recorded, othersFailed, err
+			break
 		}
 		time.Sleep(backoff)
 		backoff = min(2*backoff, 5*time.Second)
+	}
+	if err != nil {
+		// The claims run out and the deliveries are attempted again: their
+		// receivers may get them twice, with the same webhook-id.
+		d.log.Warn("record webhook attempts", "tenant_id", tenantID, "attempts", len(results), "err", err)
+		return
+	}
+	if rec.OthersFailed > 0 {
+		d.metrics.deliveries.WithLabelValues(outcomeFail).Add(float64(rec.OthersFailed))
+	}
+	for i, o := range outcomes {
+		r := o.result
+		if r.DisableEndpoint != "" {
+			d.audits.LogAttrs(context.Background(), slog.LevelInfo, "audit",
+				slog.String("action", "webhook.disable"), slog.String("actor", "deliverer"),
+				slog.String("tenant", o.tenantName), slog.String("tenant_id", tenantID),
+				slog.String("target", r.Delivery.EndpointID), slog.String("reason", r.DisableEndpoint))
+		}
+		if !rec.Recorded[i] {
+			continue // redelivered, or failed with its endpoint's disabling, meanwhile
+		}
+		switch r.State {
+		case store.WebhookDelivered:
+			d.metrics.deliveries.WithLabelValues(outcomeDeliver).Inc()
+			d.metrics.lag.Observe(max(d.cfg.Now().Sub(r.Delivery.Event.OccurredAt), 0).Seconds())
+		case store.WebhookFailed:
+			d.metrics.deliveries.WithLabelValues(outcomeFail).Inc()
+			d.log.Warn("webhook delivery failed", "tenant_id", tenantID, "endpoint", r.Delivery.EndpointID,
+				"event", r.Delivery.Event.ID, "attempts", r.Delivery.Attempts+1, "error", r.Attempt.Error)
+		}
 	}
 }
 

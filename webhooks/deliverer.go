@@ -27,7 +27,7 @@ type Store interface {
 	WebhooksQueued() <-chan string
 	WebhookDueTenants(ctx context.Context, now time.Time, limit int) ([]string, error)
 	WebhookDeliveriesClaim(ctx context.Context, tenantID string, now time.Time, lease time.Duration, limit int) (store.WebhookClaim, error)
-	WebhookAttemptRecord(ctx context.Context, r store.WebhookAttemptResult) (recorded bool, othersFailed int64, err error)
+	WebhookAttemptsRecord(ctx context.Context, tenantID string, results []store.WebhookAttemptResult) (store.WebhookRecorded, error)
 	WebhookDeliveryRelease(ctx context.Context, d store.WebhookDelivery, now time.Time) error
 	WebhookStatsGet(ctx context.Context, now time.Time) (store.WebhookStats, error)
 	WebhookDeliveriesPrune(ctx context.Context, before time.Time) (int64, error)
@@ -72,7 +72,8 @@ type Config struct {
 // Deliverer sends the webhook deliveries of every tenant: one owner
 // goroutine claims due ones (those its process queued, at once; the rest
 // at each poll) and runs an attempt for each, at most Concurrency at a
-// time. Every replica runs one; their claims never share a delivery.
+// time; a recorder writes their outcomes, many at a time. Every replica
+// runs one; their claims never share a delivery.
 type Deliverer struct {
 	cfg     Config
 	st      Store
@@ -81,13 +82,15 @@ type Deliverer struct {
 	client  *http.Client
 	metrics *metrics
 
-	quit   chan struct{} // closed: stop claiming
-	work   context.Context
-	cancel context.CancelFunc // ends the attempts in flight
-	freed  chan struct{}      // an attempt ended
-	done   chan struct{}      // the owner goroutine returned
-	wg     sync.WaitGroup     // attempts in flight
-	stop   sync.Once
+	quit     chan struct{} // closed: stop claiming
+	work     context.Context
+	cancel   context.CancelFunc // ends the attempts in flight
+	freed    chan struct{}      // an attempt ended
+	results  chan outcome       // attempts' outcomes, to the recorder
+	recorded chan struct{}      // the recorder returned
+	done     chan struct{}      // the owner goroutine returned
+	wg       sync.WaitGroup     // attempts in flight
+	stop     sync.Once
 }
 
 // claimLease is how long a claimed delivery is held: an attempt's timeout
@@ -122,9 +125,11 @@ func Start(cfg Config) *Deliverer {
 		cfg: cfg, st: cfg.Store, log: cfg.Logger, audits: logctx.Auditor(cfg.Logger),
 		client: newClient(cfg), metrics: newMetrics(cfg.Registry),
 		quit: make(chan struct{}), freed: make(chan struct{}, cfg.Concurrency), done: make(chan struct{}),
+		results: make(chan outcome, cfg.Concurrency), recorded: make(chan struct{}),
 	}
 	d.work, d.cancel = context.WithCancel(context.Background())
 	go d.run()
+	go d.recorder()
 	return d
 }
 
@@ -157,23 +162,28 @@ func newClient(cfg Config) *http.Client {
 
 // Stop stops claiming deliveries and waits for the attempts in flight
 // until ctx ends; those still running then are abandoned, their
-// deliveries given back, due at once, without counting an attempt.
+// deliveries given back, due at once, without counting an attempt. The
+// outcomes of the attempts that ended are recorded before it returns.
 func (d *Deliverer) Stop(ctx context.Context) {
-	d.stop.Do(func() { close(d.quit) })
-	<-d.done
-	finished := make(chan struct{})
-	go func() {
-		d.wg.Wait()
-		close(finished)
-	}()
-	select {
-	case <-finished:
-	case <-ctx.Done():
+	d.stop.Do(func() {
+		close(d.quit)
+		<-d.done
+		finished := make(chan struct{})
+		go func() {
+			d.wg.Wait()
+			close(finished)
+		}()
+		select {
+		case <-finished:
+		case <-ctx.Done():
+			d.cancel()
+			<-finished
+		}
 		d.cancel()
-		<-finished
-	}
-	d.cancel()
-	d.client.CloseIdleConnections()
+		close(d.results)
+		<-d.recorded
+		d.client.CloseIdleConnections()
+	})
 }
 
 // Intervals of the owner's chores.
@@ -230,6 +240,15 @@ func (d *Deliverer) run() {
 			scan = true
 		case <-d.freed:
 			inFlight--
+			// Every attempt that ended meanwhile: one claim for them all.
+			for more := true; more; {
+				select {
+				case <-d.freed:
+					inFlight--
+				default:
+					more = false
+				}
+			}
 		}
 	}
 }
@@ -257,9 +276,6 @@ func (d *Deliverer) claim(tenantID string, want int) int {
 	if err != nil {
 		d.log.Warn("claim webhook deliveries", "tenant_id", tenantID, "err", err)
 		return 0
-	}
-	if c.Abandoned > 0 {
-		d.metrics.deliveries.WithLabelValues(outcomeFail).Add(float64(c.Abandoned))
 	}
 	for _, dl := range c.Deliveries {
 		d.wg.Add(1)

@@ -164,9 +164,14 @@ func TestWebhookRetryAfterSetsTheNextDelay(t *testing.T) {
 // its pending deliveries.
 func TestWebhook410GoneDisablesTheEndpoint(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, newReceiver(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusGone) }))
+	ready := make(chan struct{}) // both turns ended: both deliveries are queued
+	f := newFixture(t, newReceiver(t, func(_ int, w http.ResponseWriter) {
+		<-ready
+		w.WriteHeader(http.StatusGone)
+	}))
 	storetest.CompletedTurn(t, f.st, f.tenant.ID)
 	storetest.CompletedTurn(t, f.st, f.tenant.ID)
+	close(ready)
 	waitFor(t, "the endpoint's disabling", 5*time.Second, func() bool {
 		e, err := f.st.WebhookEndpointGet(context.Background(), f.tenant.ID, f.endpoint.ID)
 		return err == nil && e.DisabledAt != nil
