@@ -260,24 +260,26 @@ type WebhookRecorded struct {
 // claim still held — the receiver answered all the same.
 func (s *Store) WebhookAttemptsRecord(ctx context.Context, tenantID string, results []WebhookAttemptResult) (WebhookRecorded, error) {
 	out := WebhookRecorded{Recorded: map[int]bool{}}
-	n := len(results)
-	var (
-		endpoints, events, states, entries = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		claims, ats                        = make([]time.Time, n), make([]time.Time, n)
-		nexts                              = make([]*time.Time, n)
-		last                               = map[string]WebhookAttemptResult{} // by endpoint
-		disable                            = map[string]string{}
-	)
-	for i, r := range results {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(asyncCommitSQL)
+	// A statement per delivery, each found by its primary key: one over
+	// an array of them would be planned from statistics, which a sudden
+	// backlog leaves stale, and could scan the tenant's every pending
+	// delivery for each one recorded.
+	last := map[string]WebhookAttemptResult{} // the last result of each endpoint
+	disable := map[string]string{}
+	for _, r := range results {
 		entry, err := json.Marshal(r.Attempt)
 		if err != nil {
 			return out, fmt.Errorf("encode webhook attempt: %w", err)
 		}
-		endpoints[i], events[i], states[i], entries[i] = r.Delivery.EndpointID, r.Delivery.Event.ID, r.State, "["+string(entry)+"]"
-		claims[i], ats[i] = r.Delivery.Claim, r.Attempt.At
+		var next *time.Time
 		if r.State == WebhookPending {
-			nexts[i] = &results[i].NextAttemptAt
+			next = &r.NextAttemptAt
 		}
+		b.Queue(webhookRecordSQL, tenantID, r.Delivery.EndpointID, r.Delivery.Event.ID, r.Delivery.Claim,
+			r.State, next, r.Attempt.At, "["+string(entry)+"]", maxAttemptLog)
 		last[r.Delivery.EndpointID] = r
 		if r.DisableEndpoint != "" {
 			disable[r.Delivery.EndpointID] = r.DisableEndpoint
@@ -292,75 +294,54 @@ func (s *Store) WebhookAttemptsRecord(ctx context.Context, tenantID string, resu
 			failing, failingAt = append(failing, id), r.Attempt.At
 		}
 	}
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(asyncCommitSQL)
-	b.Queue(`UPDATE webhook_deliveries d SET state = r.state, attempts = d.attempts + 1, next_attempt_at = r.next,
-			finished_at = CASE WHEN r.state <> 'pending' THEN r.at END,
-			attempt_log = (CASE WHEN jsonb_array_length(d.attempt_log) >= $9 THEN d.attempt_log - 0 ELSE d.attempt_log END) || r.entry
-		FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::jsonb[])
-		     AS r(endpoint_id, event_id, claim, state, next, at, entry)
-		WHERE d.tenant_id = $1 AND d.endpoint_id = r.endpoint_id AND d.event_id = r.event_id
-		  AND d.state = 'pending' AND d.next_attempt_at = r.claim
-		RETURNING d.endpoint_id, d.event_id`,
-		tenantID, endpoints, events, claims, states, nexts, ats, entries, maxAttemptLog)
 	b.Queue(`UPDATE webhook_endpoints SET failing_since = NULL
 		WHERE tenant_id = $1 AND id = ANY($2) AND failing_since IS NOT NULL`, tenantID, cleared)
 	b.Queue(`UPDATE webhook_endpoints SET failing_since = $3
 		WHERE tenant_id = $1 AND id = ANY($2) AND failing_since IS NULL`, tenantID, failing, failingAt)
+	othersFailed := -1 // the index of the statement that fails the disabled endpoints' deliveries
+	for id, why := range disable {
+		b.Queue(`UPDATE webhook_endpoints SET disabled_at = $3, disabled_reason = $4
+			WHERE tenant_id = $1 AND id = $2 AND disabled_at IS NULL`, tenantID, id, failingAt, why)
+	}
 	if len(disable) > 0 {
-		ids, reasons := make([]string, 0, len(disable)), make([]string, 0, len(disable))
-		for id, why := range disable {
-			ids, reasons = append(ids, id), append(reasons, why)
+		ids := make([]string, 0, len(disable))
+		for id := range disable {
+			ids = append(ids, id)
 		}
-		b.Queue(`UPDATE webhook_endpoints e SET disabled_at = $4, disabled_reason = r.reason
-			FROM unnest($2::text[], $3::text[]) AS r(id, reason)
-			WHERE e.tenant_id = $1 AND e.id = r.id AND e.disabled_at IS NULL`, tenantID, ids, reasons, failingAt)
+		othersFailed = b.Len()
 		b.Queue(`UPDATE webhook_deliveries SET state = 'failed', next_attempt_at = NULL, finished_at = $3
 			WHERE tenant_id = $1 AND endpoint_id = ANY($2) AND state = 'pending'`, tenantID, ids, failingAt)
 	}
 	b.Queue("COMMIT")
 	err := s.inBatch(ctx, b, func(br pgx.BatchResults) error {
-		for range 2 { // BEGIN, SET
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		written := map[[2]string]bool{}
-		for rows.Next() {
-			var k [2]string
-			if err := rows.Scan(&k[0], &k[1]); err != nil {
-				rows.Close()
-				return err
-			}
-			written[k] = true
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for i := range results {
-			out.Recorded[i] = written[[2]string{endpoints[i], events[i]}]
-		}
-		for i := 3; i < b.Len(); i++ { // the endpoints, the disablings, COMMIT
+		for i := range b.Len() {
 			tag, err := br.Exec()
 			if err != nil {
 				return err
 			}
-			if i == 6 && len(disable) > 0 {
+			switch {
+			case i >= 2 && i < 2+len(results):
+				out.Recorded[i-2] = tag.RowsAffected() == 1
+			case i == othersFailed:
 				out.OthersFailed = tag.RowsAffected()
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return WebhookRecorded{}, fmt.Errorf("record %d webhook attempts: %w", n, err)
+		return WebhookRecorded{}, fmt.Errorf("record %d webhook attempts: %w", len(results), err)
 	}
 	return out, nil
 }
+
+// webhookRecordSQL records an attempt of a delivery if its claim still
+// holds: $1 tenant, $2 endpoint, $3 event, $4 the claim, $5 the state
+// after it, $6 the next attempt (pending), $7 its time, $8 its record (a
+// JSON array of one), $9 maxAttemptLog.
+const webhookRecordSQL = `UPDATE webhook_deliveries SET state = $5, attempts = attempts + 1, next_attempt_at = $6,
+		finished_at = CASE WHEN $5 <> 'pending' THEN $7::timestamptz END,
+		attempt_log = (CASE WHEN jsonb_array_length(attempt_log) >= $9 THEN attempt_log - 0 ELSE attempt_log END) || $8::jsonb
+	WHERE tenant_id = $1 AND endpoint_id = $2 AND event_id = $3 AND state = 'pending' AND next_attempt_at = $4`
 
 // WebhookDeliveryRelease gives back a claimed delivery that was not
 // attempted (its deliverer stopped), due at now, without counting an

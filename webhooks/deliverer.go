@@ -216,10 +216,12 @@ func (d *Deliverer) run() {
 			if inFlight == d.cfg.Concurrency {
 				break
 			}
-			want := min(d.cfg.Concurrency-inFlight, claimLimit)
-			n := d.claim(tenant, want)
+			n := d.claim(tenant, min(d.cfg.Concurrency-inFlight, claimLimit))
 			inFlight += n
-			if n < want {
+			if n == 0 {
+				// None due (or all held by other replicas' claims). A claim
+				// short of what it asked for is not enough to tell: another
+				// replica's claim running at the same moment skips rows.
 				delete(due, tenant)
 			}
 		}
