@@ -533,3 +533,30 @@ func TestWebhookSecretSealedWithAnotherKeyIsTheEndpointsAlone(t *testing.T) {
 		t.Errorf("the endpoint sealed with another key: %+v", b)
 	}
 }
+
+// Deleting a tenant deletes its endpoints and their deliveries, and
+// nothing of another tenant's.
+func TestWebhookRowsGoWithTheirTenant(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	ctx := context.Background()
+	tn, other := storetest.NewTenant(t, st), storetest.NewTenant(t, st)
+	for _, id := range []string{tn.ID, other.ID} {
+		newEndpoint(t, st, id)
+		storetest.CompletedTurn(t, st, id)
+	}
+	if err := st.TenantDelete(ctx, tn.ID); err != nil {
+		t.Fatal(err)
+	}
+	count := func(tenantID string) (endpoints, deliveries int) {
+		storetest.Scan(t, storetest.URL(t), `SELECT (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1),
+			(SELECT count(*) FROM webhook_deliveries WHERE tenant_id = $1)`, []any{tenantID}, &endpoints, &deliveries)
+		return endpoints, deliveries
+	}
+	if e, d := count(tn.ID); e != 0 || d != 0 {
+		t.Errorf("a deleted tenant's webhooks: %d endpoints, %d deliveries left", e, d)
+	}
+	if e, d := count(other.ID); e != 1 || d != 1 {
+		t.Errorf("another tenant's webhooks: %d endpoints, %d deliveries; want 1 and 1", e, d)
+	}
+}
