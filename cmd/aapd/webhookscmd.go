@@ -67,10 +67,16 @@ func webhooksList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		})
 }
 
-// webhooksGet prints an endpoint as the admin API shows it (JSON).
-func webhooksGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newAdminCmd("webhooks get", true, stderr)
-	if err := c.parse(args, 1, "webhook ID (see webhooks list)"); err != nil {
+// webhookByID runs a subcommand that names a webhook (and, for more, other
+// arguments: want in all, described by what): it parses the command line,
+// opens the service, and hands both to do.
+func webhookByID(ctx context.Context, name string, args []string, stderr io.Writer, want int, what string,
+	withKey bool, do func(svc *admin.Service, c *adminCmd) error) error {
+	c := newAdminCmd("webhooks "+name, true, stderr)
+	if withKey {
+		c.withEncryptionKey()
+	}
+	if err := c.parse(args, want, what); err != nil {
 		return err
 	}
 	svc, err := c.service(ctx)
@@ -78,65 +84,53 @@ func webhooksGet(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer c.close()
-	wh, err := svc.GetWebhook(ctx, *c.tenant, c.Arg(0))
-	if err != nil {
-		return err
-	}
-	return printJSON(stdout, wh)
+	return do(svc, c)
+}
+
+const webhookArg = "webhook ID (see webhooks list)"
+
+// webhooksGet prints an endpoint as the admin API shows it (JSON).
+func webhooksGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return webhookByID(ctx, "get", args, stderr, 1, webhookArg, false, func(svc *admin.Service, c *adminCmd) error {
+		wh, err := svc.GetWebhook(ctx, *c.tenant, c.Arg(0))
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, wh)
+	})
 }
 
 func webhooksDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newAdminCmd("webhooks delete", true, stderr)
-	if err := c.parse(args, 1, "webhook ID (see webhooks list)"); err != nil {
-		return err
-	}
-	svc, err := c.service(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	if err := svc.DeleteWebhook(ctx, *c.tenant, c.Arg(0)); err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "deleted webhook %s with its deliveries\n", c.Arg(0))
-	return nil
+	return webhookByID(ctx, "delete", args, stderr, 1, webhookArg, false, func(svc *admin.Service, c *adminCmd) error {
+		if err := svc.DeleteWebhook(ctx, *c.tenant, c.Arg(0)); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "deleted webhook %s with its deliveries\n", c.Arg(0))
+		return nil
+	})
 }
 
 // webhooksRotateSecret prints the endpoint's new secret.
 func webhooksRotateSecret(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newAdminCmd("webhooks rotate-secret", true, stderr).withEncryptionKey()
-	if err := c.parse(args, 1, "webhook ID (see webhooks list)"); err != nil {
-		return err
-	}
-	svc, err := c.service(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	wh, err := svc.RotateWebhookSecret(ctx, *c.tenant, c.Arg(0))
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, wh.Secret)
-	fmt.Fprintf(stderr, "the previous secret signs beside it until %s\n", wh.PreviousSecretExpiresAt.Format(time.RFC3339))
-	return nil
+	return webhookByID(ctx, "rotate-secret", args, stderr, 1, webhookArg, true, func(svc *admin.Service, c *adminCmd) error {
+		wh, err := svc.RotateWebhookSecret(ctx, *c.tenant, c.Arg(0))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, wh.Secret)
+		fmt.Fprintf(stderr, "the previous secret signs beside it until %s\n", wh.PreviousSecretExpiresAt.Format(time.RFC3339))
+		return nil
+	})
 }
 
 func webhooksEnable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newAdminCmd("webhooks enable", true, stderr)
-	if err := c.parse(args, 1, "webhook ID (see webhooks list)"); err != nil {
-		return err
-	}
-	svc, err := c.service(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	if _, err := svc.EnableWebhook(ctx, *c.tenant, c.Arg(0)); err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "enabled webhook %s\n", c.Arg(0))
-	return nil
+	return webhookByID(ctx, "enable", args, stderr, 1, webhookArg, false, func(svc *admin.Service, c *adminCmd) error {
+		if _, err := svc.EnableWebhook(ctx, *c.tenant, c.Arg(0)); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "enabled webhook %s\n", c.Arg(0))
+		return nil
+	})
 }
 
 // webhooksDeliveries prints an endpoint's newest deliveries, one a line,
@@ -144,7 +138,7 @@ func webhooksEnable(ctx context.Context, args []string, stdout, stderr io.Writer
 func webhooksDeliveries(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newAdminCmd("webhooks deliveries", true, stderr)
 	limit := c.Int("limit", admin.DefaultPageLimit, "how many of the newest deliveries to show")
-	if err := c.parse(args, 1, "webhook ID (see webhooks list)"); err != nil {
+	if err := c.parse(args, 1, webhookArg); err != nil {
 		return err
 	}
 	if *limit < 1 {
@@ -182,20 +176,14 @@ func webhooksDeliveries(ctx context.Context, args []string, stdout, stderr io.Wr
 }
 
 func webhooksRedeliver(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newAdminCmd("webhooks redeliver", true, stderr)
-	if err := c.parse(args, 2, "webhook ID and one event ID (see webhooks deliveries)"); err != nil {
-		return err
-	}
-	svc, err := c.service(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	if _, err := svc.Redeliver(ctx, *c.tenant, c.Arg(0), c.Arg(1)); err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "event %s is due again at webhook %s\n", c.Arg(1), c.Arg(0))
-	return nil
+	return webhookByID(ctx, "redeliver", args, stderr, 2, "webhook ID and one event ID (see webhooks deliveries)", false,
+		func(svc *admin.Service, c *adminCmd) error {
+			if _, err := svc.Redeliver(ctx, *c.tenant, c.Arg(0), c.Arg(1)); err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "event %s is due again at webhook %s\n", c.Arg(1), c.Arg(0))
+			return nil
+		})
 }
 
 // printJSON writes v as indented JSON.
