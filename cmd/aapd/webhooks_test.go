@@ -21,8 +21,10 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/store/storetest"
+	"github.com/aapd/aapd/webhooks"
 )
 
 // hookRequest is a request a hookReceiver got.
@@ -402,4 +404,62 @@ func TestCLIWebhooks(t *testing.T) {
 	aapd(t, cmd("enable", id)...).ok(t)
 	aapd(t, cmd("delete", id)...).ok(t)
 	aapd(t, cmd("delete", id)...).failed(t, 1, "no webhook")
+}
+
+// Background turns fire the same events as any turn: a background turn's
+// end, one that stops for a client tool, and a queued one cancelled before
+// a worker took it (status cancelled, no usage: no worker ran it).
+func TestWebhooksTellOfBackgroundTurns(t *testing.T) {
+	t.Parallel()
+	rcv := newHookReceiver(t, nil)
+	s := startServer(t, func(c *Config) {
+		c.DatabaseURL, c.Workers = storetest.NewDatabase(t), 1 // a deliverer serves its whole database
+		c.WebhookAllowPrivate, c.WebhookTLS = true, rcv.trust()
+	})
+	c, tn := s.newTenantWithID(t)
+	secret, err := webhooks.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Store.WebhookEndpointCreate(context.Background(), store.WebhookEndpointCreateParams{
+		TenantID: tn.ID, URL: rcv.srv.URL + "/hooks", Events: store.WebhookEventTypes, Secret: secret, Max: 20,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	done := c.echoSession(nil)
+	c.waitEnd(done, c.startBackground(done, user("in the background")).TurnID)
+	tool := c.echoSession(nil, "lookup")
+	c.waitEnd(tool, c.startBackground(tool, user(`/tool lookup {"q":"x"}`)).TurnID)
+
+	// The only worker busy, a background turn waits in the queue; cancelled
+	// there, it ends without a worker.
+	busy := c.openTurn(c.echoSession(nil), streamUser("delta", slowWords(10, 100)))
+	busy.read(2)
+	queuedSID := c.echoSession(nil)
+	queued := c.startBackground(queuedSID, user("never run"))
+	if queued.Status != aapclient.TurnQueued {
+		t.Fatalf("a background turn with the only worker busy: %+v", queued.TurnInfo)
+	}
+	if _, _, err := c.api().CancelTurn(context.Background(), queuedSID, queued.TurnID); err != nil {
+		t.Fatal(err)
+	}
+	busy.read(-1)
+
+	got := map[string]map[string]any{} // by session
+	for _, r := range rcv.waitRequests(t, 4) {
+		verifyHook(t, r, secret)
+		typ, data := r.event(t)
+		data["type"] = typ
+		got[data["sessionId"].(string)] = data
+	}
+	for sid, want := range map[string]string{done: "turn.completed/completed/end_turn", tool: "turn.requires_action/completed/tool_use",
+		queuedSID: "turn.completed/cancelled/end_turn"} {
+		d := got[sid]
+		if d == nil || fmt.Sprintf("%v/%v/%v", d["type"], d["status"], d["stopReason"]) != want {
+			t.Errorf("session %s: event %v, want %s", sid, d, want)
+		}
+	}
+	if _, ok := got[queuedSID]["usage"]; ok {
+		t.Errorf("a turn no worker ran reports usage: %v", got[queuedSID])
+	}
 }
