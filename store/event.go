@@ -134,8 +134,8 @@ const interruptedError = "the process running the turn stopped before it finishe
 
 // queueInterrupt queues the statements that record a running turn as
 // interrupted and end its log (queueEnd).
-func queueInterrupt(b *pgx.Batch, ref TurnRef) {
-	queueEnd(b, ref, TurnInterrupted, aap.TurnStopError(aap.TurnError{Type: aap.TurnErrorInterrupted, Message: interruptedError}))
+func queueInterrupt(b *pgx.Batch, ref TurnRef) error {
+	return queueEnd(b, ref, TurnInterrupted, aap.TurnStopError(aap.TurnError{Type: aap.TurnErrorInterrupted, Message: interruptedError}))
 }
 
 // queueEnd queues the statements that end a running turn that no worker
@@ -144,8 +144,10 @@ func queueInterrupt(b *pgx.Batch, ref TurnRef) {
 // after every id a client can have been sent, since a process sends only
 // what it has recorded. A turn that recorded nothing gets turn_start (id 1,
 // which a process sends at once) before it. The turn's row is locked
-// first, so a batch being recorded is waited for and included.
-func queueEnd(b *pgx.Batch, ref TurnRef, status TurnStatus, stop aap.Event) {
+// first, so a batch being recorded is waited for and included; then the
+// turn's webhook event is queued (unownedEndOutbox). It queues three
+// statements: the lock, the event, the record.
+func queueEnd(b *pgx.Batch, ref TurnRef, status TurnStatus, stop aap.Event) error {
 	stopEntry, err := encodeEvents([]aap.Event{stop})
 	if err != nil {
 		// A turn_stop always encodes; should it not, the log ends without it.
@@ -157,6 +159,11 @@ func queueEnd(b *pgx.Batch, ref TurnRef, status TurnStatus, stop aap.Event) {
 	}
 	b.Queue(`SELECT 1 FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3 FOR UPDATE`,
 		ref.TenantID, ref.SessionID, ref.TurnID)
+	outbox, err := unownedEndOutbox(ref, status, stop)
+	if err != nil {
+		return err
+	}
+	b.Queue(outbox.sql, outbox.args...)
 	b.Queue(`
 		WITH batches AS (
 			DELETE FROM turn_event_batches WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3
@@ -171,6 +178,7 @@ func queueEnd(b *pgx.Batch, ref TurnRef, status TurnStatus, stop aap.Event) {
 			events = (SELECT json_agg(e ORDER BY o1, o2) FROM entries)
 		WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running'`,
 		ref.TenantID, ref.SessionID, ref.TurnID, stopEntry, status, stop.StopReason, errMsg, errType)
+	return nil
 }
 
 // turnClaimSQL reads, for a running turn ($1 tenant, $2 session, $3 turn),
@@ -244,13 +252,17 @@ func (s *Store) TurnInterruptIfDead(ctx context.Context, ref TurnRef) (bool, err
 			return err
 		}
 		b := &pgx.Batch{}
-		queueInterrupt(b, ref)
+		if err := queueInterrupt(b, ref); err != nil {
+			return err
+		}
 		b.Queue(`UPDATE sessions SET active_turn_id = NULL, lease_owner = NULL, lease_expires_at = NULL
 			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3`, ref.TenantID, ref.SessionID, ref.TurnID)
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return interpretError(err)
+		for range 2 { // the lock, the webhook event
+			if _, err := br.Exec(); err != nil {
+				return interpretError(err)
+			}
 		}
 		tag, err := br.Exec()
 		if err != nil {

@@ -12,7 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// sealer encrypts secret option values at rest with AES-256-GCM.
+// sealer encrypts secrets at rest with AES-256-GCM: secret option values,
+// webhook signing secrets.
 type sealer struct {
 	aead cipher.AEAD
 	// fromDatabase: no key was configured; the key is the database's own.
@@ -74,6 +75,11 @@ func (s *sealer) sealJSON(v map[string]string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.seal(plain)
+}
+
+// seal encrypts plain behind a fresh nonce.
+func (s *sealer) seal(plain []byte) ([]byte, error) {
 	nonce := make([]byte, s.aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, err
@@ -81,18 +87,27 @@ func (s *sealer) sealJSON(v map[string]string) ([]byte, error) {
 	return s.aead.Seal(nonce, nonce, plain, nil), nil
 }
 
+// open decrypts what seal produced.
+func (s *sealer) open(sealed []byte) ([]byte, error) {
+	n := s.aead.NonceSize()
+	if len(sealed) < n {
+		return nil, errors.New("sealed secret is truncated")
+	}
+	plain, err := s.aead.Open(nil, sealed[:n], sealed[n:], nil)
+	if err != nil {
+		return nil, fmt.Errorf("decrypt (wrong AAPD_ENCRYPTION_KEY?): %w", err)
+	}
+	return plain, nil
+}
+
 // openJSON decrypts what sealJSON produced.
 func (s *sealer) openJSON(sealed []byte) (map[string]string, error) {
 	if len(sealed) == 0 {
 		return nil, nil
 	}
-	n := s.aead.NonceSize()
-	if len(sealed) < n {
-		return nil, errors.New("sealed secrets are truncated")
-	}
-	plain, err := s.aead.Open(nil, sealed[:n], sealed[n:], nil)
+	plain, err := s.open(sealed)
 	if err != nil {
-		return nil, fmt.Errorf("decrypt secret options (wrong AAPD_ENCRYPTION_KEY?): %w", err)
+		return nil, fmt.Errorf("secret options: %w", err)
 	}
 	var v map[string]string
 	if err := json.Unmarshal(plain, &v); err != nil {

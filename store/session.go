@@ -526,6 +526,13 @@ func (s *Store) SessionDelete(ctx context.Context, tenantID, id string) (activeT
 // roll up. (One statement with a modifying CTE would do on PostgreSQL, but
 // Citus runs such a CTE first, and the INSERT would read no turns.)
 func (s *Store) SessionDeleteOwned(ctx context.Context, tenantID, owner, id string) (activeTurnID string, err error) {
+	// The deletion's webhook event, in the same transaction
+	// (webhookoutbox.go); a session not found rolls it back.
+	outbox, queued, err := webhookOutbox(tenantID, WebhookEvent{ID: NewWebhookEventID(), Type: WebhookSessionDeleted,
+		OccurredAt: s.now(), Data: WebhookEventData{SessionID: id}}, "")
+	if err != nil {
+		return "", err
+	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		b.Queue(`SELECT 1 FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3) FOR UPDATE`,
@@ -544,27 +551,36 @@ func (s *Store) SessionDeleteOwned(ctx context.Context, tenantID, owner, id stri
 			tenantID, id, owner)
 		b.Queue(`DELETE FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)
 			RETURNING coalesce(active_turn_id, '')`, tenantID, id, owner)
+		b.Queue(outbox.sql, outbox.args...)
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
-		for range b.Len() - 1 {
+		// Every statement but the last two (the deletion, then the
+		// webhook event) is executed; those two return a row each.
+		for range b.Len() - 2 {
 			if _, err := br.Exec(); err != nil {
 				return interpretError(err)
 			}
 		}
-		return interpretError(br.QueryRow().Scan(&activeTurnID))
+		if err := br.QueryRow().Scan(&activeTurnID); err != nil {
+			return interpretError(err)
+		}
+		return interpretError(outbox.scan(br.QueryRow()))
 	})
 	if err != nil {
 		return "", fmt.Errorf("delete session %s: %w", id, err)
+	}
+	if *queued {
+		s.webhooksQueuedFor(tenantID)
 	}
 	return activeTurnID, nil
 }
 
 // idPattern is the form of every id this store issues: a prefix and the
 // hex of a UUIDv7.
-var idPattern = regexp.MustCompile(`^(sess|turn)_[0-9a-f]{32}$`)
+var idPattern = regexp.MustCompile(`^(sess|turn|wh|evt)_[0-9a-f]{32}$`)
 
 // ValidID reports whether id is an id this store could have issued with the
-// prefix ("sess_" or "turn_"). Anything else is looked up nowhere: it cannot
+// prefix ("sess_", "turn_", "wh_" or "evt_"). Anything else is looked up nowhere: it cannot
 // exist, and it may not even be text Postgres accepts.
 func ValidID(prefix, id string) bool {
 	return strings.HasPrefix(id, prefix) && idPattern.MatchString(id)

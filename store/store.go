@@ -50,6 +50,8 @@ type Store struct {
 	pool   *pgxpool.Pool
 	sealer *sealer
 	now    func() time.Time
+	// webhooksQueued: see WebhooksQueued.
+	webhooksQueued chan string
 }
 
 // Open connects to the database. It does not migrate it (see Migrate); it
@@ -84,7 +86,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open database %s: %w", redactURL(cfg.DatabaseURL), err)
 	}
-	s := &Store{pool: pool, now: cfg.Now}
+	s := &Store{pool: pool, now: cfg.Now, webhooksQueued: make(chan string, 1024)}
 	if s.now == nil {
 		s.now = time.Now
 	}

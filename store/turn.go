@@ -520,7 +520,10 @@ func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p *TurnBe
 	write := &pgx.Batch{}
 	queueAsyncCommit(write, p)
 	if out.Interrupted != "" {
-		queueInterrupt(write, TurnRef{p.TenantID, p.SessionID, out.Interrupted})
+		if err := queueInterrupt(write, TurnRef{p.TenantID, p.SessionID, out.Interrupted}); err != nil {
+			rollback()
+			return nil, err
+		}
 	}
 	write.Queue(claimSetSQL, w.setArgs...)
 	turnStmt := w.queueTurn(write, p)
@@ -629,7 +632,7 @@ func (s *Store) TurnCommitStep(ctx context.Context, p TurnStepParams) error {
 		)
 		` + guardResultSQL
 	attempt := max(p.Attempt, 1)
-	_, err = s.turnWrite(ctx, p.Ref, p.Step, attempt, rows, true, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
+	_, err = s.turnWrite(ctx, p.Ref, p.Step, attempt, rows, true, nil, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
 		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.Lease.Milliseconds(), p.Step, attempt, p.InputTokens, p.OutputTokens)
 	if err != nil {
 		return fmt.Errorf("commit step %d of turn %s: %w", p.Step, p.Ref.TurnID, err)
@@ -652,8 +655,9 @@ func (s *Store) TurnCommitStep(ctx context.Context, p TurnStepParams) error {
 // (ErrClaimLost). keepsClaim tells whether the write keeps the claim (a
 // step: landed, it must still be held) or releases it (the finish). It
 // returns the version of the session's row the write made (guardResultSQL),
-// zero when it had landed before.
-func (s *Store) turnWrite(ctx context.Context, ref TurnRef, step, attempt int, rows messageRows, keepsClaim bool, guard string, args ...any) (SessionVersion, error) {
+// zero when it had landed before. The statements then follow the inserts,
+// in the same transaction.
+func (s *Store) turnWrite(ctx context.Context, ref TurnRef, step, attempt int, rows messageRows, keepsClaim bool, then []batchStmt, guard string, args ...any) (SessionVersion, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return SessionVersion{}, writeError(err)
@@ -668,12 +672,16 @@ func (s *Store) turnWrite(ctx context.Context, ref TurnRef, step, attempt int, r
 		b.Queue(full, fullArgs...)
 		b.Queue(compacted, compactedArgs...)
 	}
-	b.Queue("COMMIT")
 	var version SessionVersion
-	err = sendTx(ctx, conn, b, map[int]func(pgx.Row) error{1: func(row pgx.Row) error {
+	scans := map[int]func(pgx.Row) error{1: func(row pgx.Row) error {
 		var one int
 		return row.Scan(&version.xmin, &version.updatedAt, &one)
-	}})
+	}}
+	for _, st := range then {
+		queueStmt(b, scans, st)
+	}
+	b.Queue("COMMIT")
+	err = sendTx(ctx, conn, b, scans)
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:
@@ -807,11 +815,19 @@ func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) (SessionVers
 		)
 		` + guardResultSQL
 	attempt := max(p.Attempt, 1)
-	version, err := s.turnWrite(ctx, p.Ref, p.Step, attempt, rows, false, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
+	// The turn's webhook event, in the same transaction (webhookoutbox.go).
+	outbox, queued, err := s.turnEndOutbox(p)
+	if err != nil {
+		return SessionVersion{}, err
+	}
+	version, err := s.turnWrite(ctx, p.Ref, p.Step, attempt, rows, false, []batchStmt{outbox}, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
 		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.ContextTokens, p.ContextUpTo,
 		p.Status, p.StopReason, PgText(p.Error), p.InputTokens, p.OutputTokens, p.Step, log, p.ErrorType, attempt)
 	if err != nil {
 		return SessionVersion{}, fmt.Errorf("finish turn %s: %w", p.Ref.TurnID, err)
+	}
+	if *queued {
+		s.webhooksQueuedFor(p.Ref.TenantID)
 	}
 	return version, nil
 }

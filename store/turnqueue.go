@@ -289,13 +289,15 @@ func (s *Store) adopt(ctx context.Context, tx pgx.Tx, p TurnAdoptParams, out *Tu
 // The session is locked by the caller.
 func endUnowned(ctx context.Context, tx pgx.Tx, ref TurnRef, status TurnStatus, stop aap.Event) error {
 	b := &pgx.Batch{}
-	queueEnd(b, ref, status, stop)
+	if err := queueEnd(b, ref, status, stop); err != nil {
+		return err
+	}
 	b.Queue(`UPDATE sessions SET active_turn_id = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
 		WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3`, ref.TenantID, ref.SessionID, ref.TurnID)
 	b.Queue(`DELETE FROM turn_queue WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3`, ref.TenantID, ref.SessionID, ref.TurnID)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
-	for range 4 {
+	for range b.Len() {
 		if _, err := br.Exec(); err != nil {
 			return interpretError(err)
 		}

@@ -14,7 +14,8 @@ import (
 	"github.com/aapd/aapd/store"
 )
 
-// The administration commands (tenants, keys, issuers, limits, usage) call
+// The administration commands (tenants, keys, issuers, limits, usage,
+// webhooks) call
 // the same admin.Service as the admin HTTP API: one validation, one audit
 // line per change (on stderr, with actor "cli": the server's JSON line).
 
@@ -40,6 +41,15 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
+// openStore opens the database of an administration command; key seals
+// secrets (nil: the database's own key, as for a server without one).
+func openStore(ctx context.Context, dbURL string, key []byte) (*store.Store, error) {
+	if err := requireDatabaseURL(dbURL); err != nil {
+		return nil, err
+	}
+	return store.Open(ctx, store.Config{DatabaseURL: dbURL, MaxConns: 2, EncryptionKey: key})
+}
+
 // adminCmd is what every administration command shares: its flags (the
 // database, and --tenant when it takes one), and the service it calls.
 type adminCmd struct {
@@ -47,11 +57,18 @@ type adminCmd struct {
 	name   string
 	dbURL  *string
 	tenant *string
-	// key is --encryption-key, for the commands that read sessions' secrets
+	// key is --encryption-key, for the commands that read or store secrets
 	// (withKey); nil for the others.
 	key    *string
 	stderr io.Writer
 	st     *store.Store
+}
+
+// withEncryptionKey adds --encryption-key: a command that stores a secret
+// seals it with the servers' key.
+func (c *adminCmd) withEncryptionKey() *adminCmd {
+	c.key = encryptionKeyFlag(c.flagSet)
+	return c
 }
 
 // newAdminCmd defines the flags of an administration command; withTenant
@@ -89,25 +106,27 @@ func (c *adminCmd) parse(args []string, want int, what string) error {
 	return nil
 }
 
-// service opens the database and returns the operator's service over it;
-// its audit lines go to stderr. Close the command when done.
-func (c *adminCmd) service(ctx context.Context) (*admin.Service, error) {
+// service opens the database and returns the operator's service over it
+// (edit adjusts its configuration); its audit lines go to stderr. Close
+// the command when done.
+func (c *adminCmd) service(ctx context.Context, edit ...func(*admin.Config)) (*admin.Service, error) {
 	var key []byte
 	if c.key != nil {
 		var err error
-		if key, err = encryptionKey(*c.key); err != nil {
+		if key, err = decodeEncryptionKey(*c.key); err != nil {
 			return nil, err
 		}
 	}
-	if err := requireDatabaseURL(*c.dbURL); err != nil {
-		return nil, err
-	}
-	st, err := store.Open(ctx, store.Config{DatabaseURL: *c.dbURL, EncryptionKey: key, MaxConns: 2})
+	st, err := openStore(ctx, *c.dbURL, key)
 	if err != nil {
 		return nil, err
 	}
 	c.st = st
-	return admin.NewService(admin.Config{Store: st, Logger: newLogger(c.stderr, slog.LevelInfo), Actor: "cli"}), nil
+	cfg := admin.Config{Store: st, Logger: newLogger(c.stderr, slog.LevelInfo), Actor: "cli"}
+	for _, e := range edit {
+		e(&cfg)
+	}
+	return admin.NewService(cfg), nil
 }
 
 func (c *adminCmd) close() {

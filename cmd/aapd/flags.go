@@ -138,22 +138,22 @@ func requireDatabaseURL(u string) error {
 
 const exampleDatabaseURL = "postgres://postgres@127.0.0.1:5432/aapd?sslmode=disable"
 
-// encryptionKeyFlag defines --encryption-key ($AAPD_ENCRYPTION_KEY): the key
-// sealing secret options, which serve and the commands that read sessions'
-// secrets (export, import) share.
+// encryptionKeyFlag defines --encryption-key ($AAPD_ENCRYPTION_KEY), which
+// seals secrets at rest (secret options, webhook secrets): serve and the
+// commands that read or store them (export, import, webhooks) share it;
+// decodeEncryptionKey reads it.
 func encryptionKeyFlag(f *flagSet) *string {
-	k := f.String("encryption-key", "", "base64 of 32 random bytes sealing secret options at rest (openssl rand -base64 32)")
+	k := f.String("encryption-key", "", "base64 of 32 random bytes sealing secrets at rest (openssl rand -base64 32); the same on every process")
 	f.fromEnv("encryption-key", "AAPD_ENCRYPTION_KEY")
 	return k
 }
 
-// encryptionKey decodes --encryption-key; nil for none (the key kept in
-// the database).
-func encryptionKey(s string) ([]byte, error) {
-	if s == "" {
+// decodeEncryptionKey decodes --encryption-key; nil when it is empty.
+func decodeEncryptionKey(v string) ([]byte, error) {
+	if v == "" {
 		return nil, nil
 	}
-	b, err := base64.StdEncoding.DecodeString(s)
+	b, err := base64.StdEncoding.DecodeString(v)
 	if err != nil || len(b) != 32 {
 		return nil, &usageError{"--encryption-key must be the base64 of exactly 32 bytes (openssl rand -base64 32)"}
 	}

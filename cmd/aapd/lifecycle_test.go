@@ -370,7 +370,7 @@ func TestCLIMovesATenantToAnotherDatabase(t *testing.T) {
 		t.Errorf("issuers after the move: %v", rows)
 	}
 
-	decoded, err := encryptionKey(key)
+	decoded, err := decodeEncryptionKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@
 //	aapd issuers add|list|remove                manage a tenant's token issuers
 //	aapd limits set|show                        a tenant's quotas
 //	aapd usage --tenant NAME                    a tenant's turns and tokens
+//	aapd webhooks create|list|get|delete|...    manage a tenant's webhooks
 //	aapd healthcheck [--url URL]                probe a server (container health checks)
 //	aapd version                                print version, revision and Go version
 //
@@ -60,6 +61,17 @@ Usage:
   aapd limits show --tenant NAME                  show a tenant's limits
   aapd usage --tenant NAME [--from DATE] [--to DATE]
                                                   turns and tokens per day and agent (default: last 30 days)
+  aapd webhooks create --tenant NAME --url URL --events TYPE,... [--description TEXT]
+                                                  register a webhook endpoint; prints its id and secret (shown once)
+  aapd webhooks list --tenant NAME                list a tenant's webhook endpoints
+  aapd webhooks get --tenant NAME ID              show a webhook endpoint (JSON)
+  aapd webhooks delete --tenant NAME ID           delete a webhook endpoint with its deliveries
+  aapd webhooks rotate-secret --tenant NAME ID    print a new secret; the old one signs beside it for 24 h
+  aapd webhooks enable --tenant NAME ID           enable a disabled webhook endpoint again
+  aapd webhooks deliveries --tenant NAME ID [--limit N]
+                                                  an endpoint's newest deliveries and their last attempts
+  aapd webhooks redeliver --tenant NAME ID EVENT_ID
+                                                  send an event to the endpoint again (same id and body)
   aapd healthcheck [--url URL]                    exit 0 if the server at URL answers 200 (for containers)
   aapd version                                    print the version, VCS revision and Go version (also --version)
 
@@ -167,6 +179,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return limitsCmd(ctx, rest, stdout, stderr)
 	case "usage":
 		return cliError(usageCmd(ctx, rest, stdout, stderr))
+	case "webhooks":
+		return webhooksCmd(ctx, rest, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(ctx, rest, stderr)
 	case "version", "--version":

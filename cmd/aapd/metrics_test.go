@@ -53,7 +53,14 @@ type scrape struct {
 
 func readMetrics(t *testing.T, base string) scrape {
 	t.Helper()
-	body := string((&client{t: t, base: base}).do("GET", "/metrics", nil).expect(t, http.StatusOK).body)
+	return readMetricsAs(t, base, "")
+}
+
+// readMetricsAs reads /metrics with a bearer token (the operator's, when
+// the server has one).
+func readMetricsAs(t *testing.T, base, token string) scrape {
+	t.Helper()
+	body := string((&client{t: t, base: base, key: token}).do("GET", "/metrics", nil).expect(t, http.StatusOK).body)
 	s := scrape{samples: map[string]float64{}, families: map[string]string{}, body: body}
 	sc := bufio.NewScanner(strings.NewReader(body))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)

@@ -52,7 +52,8 @@ func (m *Main) adminHandler() (http.Handler, error) {
 	}
 	svc := admin.NewService(admin.Config{
 		Store: m.Store, Logger: m.log, Actor: "admin-api",
-		Notify: func(n store.Notification) { m.API.Notify(n) },
+		Notify:              func(n store.Notification) { m.API.Notify(n) },
+		WebhookAllowPrivate: m.cfg.WebhookAllowPrivate,
 	})
 	h, err := admin.NewHandler(svc, m.cfg.AdminToken)
 	if err != nil {

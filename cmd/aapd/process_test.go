@@ -92,9 +92,19 @@ func freePort(t testing.TB) int {
 // it is healthy. Its logs are shown if the test fails.
 func startProc(t testing.TB, dbURL string, args ...string) *proc {
 	t.Helper()
+	return startProcEnv(t, dbURL, nil, args...)
+}
+
+// startProcEnv is startProc with environment variables added to the
+// test's own ("NAME=value").
+func startProcEnv(t testing.TB, dbURL string, env []string, args ...string) *proc {
+	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := &proc{t: t, base: "http://" + addr, logs: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(aapdBinary(t), append([]string{"serve", "--addr", addr, "--database-url", dbURL, "--no-migrate"}, args...)...)
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stderr = p.logs
 	p.cmd.WaitDelay = outputGrace // a child left holding stderr (an MCP server) cannot stall Wait
 	if err := p.cmd.Start(); err != nil {

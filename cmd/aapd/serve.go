@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,7 @@ import (
 	"github.com/aapd/aapd/quota"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/turnqueue"
+	"github.com/aapd/aapd/webhooks"
 )
 
 // Config is everything `aapd serve` can be told.
@@ -78,6 +80,12 @@ type Config struct {
 	// (tests); nil means as the OTEL_* environment variables say
 	// (tracing.go), which is off unless they ask for it.
 	TracerProvider trace.TracerProvider
+	// WebhookAllowPrivate admits webhook URLs on loopback and private
+	// addresses, and http ones (docs/background.md).
+	WebhookAllowPrivate bool
+	// WebhookTLS, when set, is the TLS configuration of webhook requests
+	// (tests trust their receivers with it); nil: the system's roots.
+	WebhookTLS *tls.Config
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
@@ -131,6 +139,8 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	f.fromEnv("dev", "AAPD_DEV")
 	adminTokenFile := f.String("admin-token-file", "", "file holding the operator token that opens the admin API at /admin/v1 (or put the token itself in $AAPD_ADMIN_TOKEN); without either, that API is off")
 	f.fromEnv("admin-token-file", "AAPD_ADMIN_TOKEN_FILE")
+	f.BoolVar(&cfg.WebhookAllowPrivate, "webhook-allow-private", false, "admit webhook URLs on loopback and private addresses, and http ones (tests, on-premises receivers)")
+	f.fromEnv("webhook-allow-private", "AAPD_WEBHOOK_ALLOW_PRIVATE")
 	level := f.String("log-level", "info", "debug, info, warn or error")
 	f.fromEnv("log-level", "AAPD_LOG_LEVEL")
 	if err := f.parse(args); err != nil {
@@ -148,7 +158,7 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 			cfg.CORSOrigins = append(cfg.CORSOrigins, o)
 		}
 	}
-	if cfg.EncryptionKey, err = encryptionKey(*key); err != nil {
+	if cfg.EncryptionKey, err = decodeEncryptionKey(*key); err != nil {
 		return Config{}, err
 	}
 	if cfg.AdminToken, err = adminToken(*adminTokenFile); err != nil {
@@ -233,6 +243,9 @@ type Main struct {
 	API      *httpapi.Server
 	// Queue runs the background turns waiting for a worker.
 	Queue *turnqueue.Dispatcher
+	// Webhooks sends the tenants' webhook deliveries (every replica runs
+	// one).
+	Webhooks *webhooks.Deliverer
 	// Registry holds every metric the process exports.
 	Registry *prometheus.Registry
 	agents   *agentconfig.Loaded
@@ -386,6 +399,8 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 	}); err != nil {
 		return err
 	}
+	m.Webhooks = webhooks.Start(webhooks.Config{Store: m.Store, Logger: m.log, Registry: m.Registry,
+		AllowPrivate: m.cfg.WebhookAllowPrivate, TLS: m.cfg.WebhookTLS})
 	if m.cfg.Dev {
 		if err := m.devKey(ctx, stderr); err != nil {
 			return err
@@ -487,6 +502,11 @@ func (m *Main) shutdown(delay time.Duration) error {
 	if err := m.Runner.Shutdown(drainCtx); err != nil {
 		m.log.Warn("drain", "err", err)
 	}
+	// The drained turns' deliveries are claimed by now or left to other
+	// replicas; attempts in flight get a moment to end.
+	webhooksCtx, cancelWebhooks := context.WithTimeout(context.Background(), webhookStopTimeout)
+	m.Webhooks.Stop(webhooksCtx)
+	cancelWebhooks()
 	if err := <-httpDone; err != nil {
 		m.log.Warn("http shutdown", "err", err)
 		_ = m.http.Close()
@@ -501,7 +521,14 @@ func (m *Main) shutdown(delay time.Duration) error {
 	return nil
 }
 
+// webhookStopTimeout is how long a shutdown lets webhook attempts in
+// flight end; those still running are given back, due at once.
+const webhookStopTimeout = 5 * time.Second
+
 func (m *Main) close() {
+	if m.Webhooks != nil {
+		m.Webhooks.Stop(context.Background()) // stopped already by Shutdown, or never started an attempt
+	}
 	if m.Queue != nil {
 		m.Queue.Stop()
 	}

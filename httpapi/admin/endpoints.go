@@ -160,3 +160,87 @@ func (h *Handler) usage(w http.ResponseWriter, r *http.Request) error {
 	}
 	return writeJSON(w, http.StatusOK, u)
 }
+
+func (h *Handler) createWebhook(w http.ResponseWriter, r *http.Request) error {
+	var req WebhookRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	name := mux.Vars(r)["name"]
+	wh, err := h.svc.CreateWebhook(r.Context(), name, req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", Prefix+"/tenants/"+name+"/webhooks/"+wh.ID)
+	return writeJSON(w, http.StatusCreated, wh)
+}
+
+func (h *Handler) listWebhooks(w http.ResponseWriter, r *http.Request) error {
+	cursor, limit, err := pageParams(r)
+	if err != nil {
+		return err
+	}
+	page, err := h.svc.ListWebhooks(r.Context(), mux.Vars(r)["name"], cursor, limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, page)
+}
+
+func (h *Handler) getWebhook(w http.ResponseWriter, r *http.Request) error {
+	v := mux.Vars(r)
+	wh, err := h.svc.GetWebhook(r.Context(), v["name"], v["id"])
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wh)
+}
+
+func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request) error {
+	v := mux.Vars(r)
+	if err := h.svc.DeleteWebhook(r.Context(), v["name"], v["id"]); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) error {
+	v := mux.Vars(r)
+	wh, err := h.svc.RotateWebhookSecret(r.Context(), v["name"], v["id"])
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wh)
+}
+
+func (h *Handler) enableWebhook(w http.ResponseWriter, r *http.Request) error {
+	v := mux.Vars(r)
+	wh, err := h.svc.EnableWebhook(r.Context(), v["name"], v["id"])
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wh)
+}
+
+func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request) error {
+	cursor, limit, err := pageParams(r)
+	if err != nil {
+		return err
+	}
+	v := mux.Vars(r)
+	page, err := h.svc.ListDeliveries(r.Context(), v["name"], v["id"], cursor, limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, page)
+}
+
+func (h *Handler) redeliver(w http.ResponseWriter, r *http.Request) error {
+	v := mux.Vars(r)
+	d, err := h.svc.Redeliver(r.Context(), v["name"], v["id"], v["eventId"])
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusAccepted, d)
+}

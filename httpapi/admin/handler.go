@@ -79,6 +79,14 @@ func (h *Handler) routes() *mux.Router {
 	a.Handle("/tenants/{name}/limits", h.handle(h.getLimits)).Methods(http.MethodGet)
 	a.Handle("/tenants/{name}/limits", h.handle(h.setLimits)).Methods(http.MethodPut)
 	a.Handle("/tenants/{name}/usage", h.handle(h.usage)).Methods(http.MethodGet)
+	a.Handle("/tenants/{name}/webhooks", h.handle(h.createWebhook)).Methods(http.MethodPost)
+	a.Handle("/tenants/{name}/webhooks", h.handle(h.listWebhooks)).Methods(http.MethodGet)
+	a.Handle("/tenants/{name}/webhooks/{id}", h.handle(h.getWebhook)).Methods(http.MethodGet)
+	a.Handle("/tenants/{name}/webhooks/{id}", h.handle(h.deleteWebhook)).Methods(http.MethodDelete)
+	a.Handle("/tenants/{name}/webhooks/{id}/rotate-secret", h.handle(h.rotateWebhookSecret)).Methods(http.MethodPost)
+	a.Handle("/tenants/{name}/webhooks/{id}/enable", h.handle(h.enableWebhook)).Methods(http.MethodPost)
+	a.Handle("/tenants/{name}/webhooks/{id}/deliveries", h.handle(h.listDeliveries)).Methods(http.MethodGet)
+	a.Handle("/tenants/{name}/webhooks/{id}/deliveries/{eventId}/redeliver", h.handle(h.redeliver)).Methods(http.MethodPost)
 	return r
 }
 
@@ -188,6 +196,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 			p = problem(http.StatusNotFound, "not-found", "Not found", refused.Msg)
 		case Conflict:
 			p = problem(http.StatusConflict, "already-exists", "Already exists", refused.Msg)
+		case StateConflict:
+			p = problem(http.StatusConflict, "conflict", "Conflict", refused.Msg)
 		default:
 			p = problem(http.StatusBadRequest, "invalid-request", "Invalid request", refused.Error())
 			p.Field = refused.Field

@@ -89,7 +89,11 @@ func utc(t *time.Time) *time.Time {
 
 // ParseScopes reads a comma-separated list of scopes (the CLI's --scopes);
 // it does not check them (CreateKey does).
-func ParseScopes(list string) []string {
+func ParseScopes(list string) []string { return ParseList(list) }
+
+// ParseList reads a comma-separated list (the CLI's --scopes, --events),
+// its items trimmed, empty ones left out.
+func ParseList(list string) []string {
 	out := []string{}
 	for _, s := range strings.Split(list, ",") {
 		if s = strings.TrimSpace(s); s != "" {

@@ -1,5 +1,5 @@
 // Package admin is the operator's control plane: tenants, their API keys,
-// token issuers, limits and usage. Service holds every operation (its
+// token issuers, limits, usage and webhooks. Service holds every operation (its
 // validation, its store calls and its audit line) once; the HTTP API under
 // /admin/v1 (handler.go) and the aapd CLI both call it, so the two can never
 // disagree on what a valid key or issuer is.
@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/store"
 )
 
@@ -30,6 +31,9 @@ type Config struct {
 	// database's notification (which tells every other process) arrives.
 	Notify func(store.Notification)
 	Now    func() time.Time
+	// WebhookAllowPrivate admits webhook URLs on loopback and private
+	// addresses, and http ones (--webhook-allow-private).
+	WebhookAllowPrivate bool
 }
 
 // Service performs the operator's operations.
@@ -40,6 +44,8 @@ type Service struct {
 	actor  string
 	notify func(store.Notification)
 	now    func() time.Time
+	// webhookAllowPrivate: Config.WebhookAllowPrivate.
+	webhookAllowPrivate bool
 }
 
 // NewService returns a Service over a store.
@@ -53,8 +59,8 @@ func NewService(cfg Config) *Service {
 	if cfg.Notify == nil {
 		cfg.Notify = func(store.Notification) {}
 	}
-	return &Service{st: cfg.Store, log: cfg.Logger, audits: slog.New(alwaysOn{cfg.Logger.Handler()}),
-		actor: cfg.Actor, notify: cfg.Notify, now: cfg.Now}
+	return &Service{st: cfg.Store, log: cfg.Logger, audits: logctx.Auditor(cfg.Logger),
+		actor: cfg.Actor, notify: cfg.Notify, now: cfg.Now, webhookAllowPrivate: cfg.WebhookAllowPrivate}
 }
 
 // ErrorKind says how an operation was refused.
@@ -68,6 +74,9 @@ const (
 	NotFound
 	// Conflict: the name or the (issuer, audience) pair is taken (409).
 	Conflict
+	// StateConflict: the thing is not in a state the operation can take,
+	// e.g. a disabled webhook asked to redeliver (409).
+	StateConflict
 )
 
 // Error is an operation refused for a reason the caller can act on. Any
@@ -124,18 +133,6 @@ func (s *Service) audit(ctx context.Context, action string, t store.Tenant, targ
 	}
 	s.audits.LogAttrs(ctx, slog.LevelInfo, "audit", append(base, attrs...)...)
 }
-
-// alwaysOn passes every record to its handler: an operator who quiets the
-// logs (--log-level warn) must not lose the audit trail with them.
-type alwaysOn struct{ slog.Handler }
-
-func (alwaysOn) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h alwaysOn) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return alwaysOn{h.Handler.WithAttrs(attrs)}
-}
-
-func (h alwaysOn) WithGroup(name string) slog.Handler { return alwaysOn{h.Handler.WithGroup(name)} }
 
 // Page sizes of the lists.
 const (
