@@ -47,7 +47,7 @@ func (s *Store) APIKeyListPage(ctx context.Context, tenantID, after string, limi
 		}
 		id = pub
 	}
-	rows, err := s.pool.Query(ctx, apiKeyPageSQL, tenantID, at, id, limit+1)
+	rows, err := s.tenant(tenantID).Query(ctx, apiKeyPageSQL, tenantID, at, id, limit+1)
 	if err != nil {
 		return APIKeyPage{}, fmt.Errorf("list api keys: %w", interpretError(err))
 	}
@@ -83,7 +83,7 @@ func (s *Store) TokenIssuerListPage(ctx context.Context, tenantID, after string,
 		}
 		id = string(b)
 	}
-	rows, err := s.pool.Query(ctx,
+	rows, err := s.tenant(tenantID).Query(ctx,
 		`SELECT `+issuerColumns+` FROM token_issuers WHERE tenant_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
 		tenantID, id, limit+1)
 	if err != nil {

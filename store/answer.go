@@ -48,7 +48,7 @@ func (s *Store) SessionAnswer(ctx context.Context, p SessionAnswerParams) (Sessi
 		sess    Session
 		answers []PendingAnswer
 	)
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, p.TenantID, func(tx pgx.Tx) error {
 		var held []byte
 		var err error
 		sess, err = s.scanSessionWith(tx.QueryRow(ctx, `SELECT `+sessionColumns+`, pending_answers FROM sessions

@@ -50,7 +50,7 @@ func (s *Store) APIKeyCreate(ctx context.Context, p APIKeyCreateParams) (APIKey,
 	if p.Scopes == nil {
 		p.Scopes = DefaultKeyScopes
 	}
-	k, err := scanAPIKey(s.pool.QueryRow(ctx, `
+	k, err := scanAPIKey(s.tenant(p.TenantID).QueryRow(ctx, `
 		INSERT INTO api_keys (tenant_id, public_id, hash, name, scopes, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6)
 		RETURNING `+apiKeyColumns,
@@ -65,7 +65,7 @@ func (s *Store) APIKeyCreate(ctx context.Context, p APIKeyCreateParams) (APIKey,
 // the one tenant-data query that runs before the tenant is known: it is how
 // a request's tenant is found.
 func (s *Store) APIKeyGetByPublicID(ctx context.Context, publicID string) (APIKey, error) {
-	k, err := scanAPIKey(s.pool.QueryRow(ctx,
+	k, err := scanAPIKey(s.chores.QueryRow(ctx,
 		`SELECT `+apiKeyColumns+` FROM api_keys WHERE public_id = $1`, publicID))
 	if err != nil {
 		return APIKey{}, fmt.Errorf("api key %s: %w", publicID, interpretError(err))
@@ -75,7 +75,7 @@ func (s *Store) APIKeyGetByPublicID(ctx context.Context, publicID string) (APIKe
 
 // APIKeyList lists a tenant's keys, newest first.
 func (s *Store) APIKeyList(ctx context.Context, tenantID string) ([]APIKey, error) {
-	rows, err := s.pool.Query(ctx,
+	rows, err := s.tenant(tenantID).Query(ctx,
 		`SELECT `+apiKeyColumns+` FROM api_keys WHERE tenant_id = $1 ORDER BY created_at DESC, public_id`, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", interpretError(err))
@@ -103,7 +103,7 @@ const KeyRevokedChannel = "aapd_key_revoked"
 // process listening on KeyRevokedChannel is told.
 func (s *Store) APIKeyRevoke(ctx context.Context, tenantID, publicID string) (APIKey, error) {
 	var k APIKey
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, tenantID, func(tx pgx.Tx) error {
 		var err error
 		k, err = scanAPIKey(tx.QueryRow(ctx, `
 			UPDATE api_keys SET revoked_at = coalesce(revoked_at, $3)
@@ -150,7 +150,7 @@ func (s *Store) APIKeyTouch(ctx context.Context, uses []APIKeyUse) error {
 	for i, u := range uses {
 		tenants[i], ids[i], ats[i], before[i] = u.TenantID, u.PublicID, u.At, u.At.Add(-APIKeyTouchEvery)
 	}
-	_, err := s.pool.Exec(ctx, `
+	_, err := s.chores.Exec(ctx, `
 		UPDATE api_keys k SET last_used_at = u.at
 		FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS u(tenant_id, public_id, at, before)
 		WHERE k.tenant_id = u.tenant_id::uuid AND k.public_id = u.public_id

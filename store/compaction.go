@@ -32,7 +32,7 @@ type CompactedSnapshot struct {
 // compaction version, consistently.
 func (s *Store) CompactedSnapshotGet(ctx context.Context, tenantID, sessionID string) (CompactedSnapshot, error) {
 	var snap CompactedSnapshot
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := s.readTx(ctx, tenantID, func(tx pgx.Tx) error {
 		var reported, upTo *int64
 		err := tx.QueryRow(ctx, `SELECT compaction_version, reported_tokens, reported_upto_seq FROM sessions
 			WHERE tenant_id = $1 AND id = $2`, tenantID, sessionID).Scan(&snap.Version, &reported, &upTo)
@@ -98,7 +98,7 @@ type CompactionApplyParams struct {
 // ErrCompactionConflict if another compaction ran since the snapshot.
 func (s *Store) CompactionApply(ctx context.Context, p CompactionApplyParams) (Compaction, error) {
 	rec := p.Record
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, p.TenantID, func(tx pgx.Tx) error {
 		var (
 			version      int64
 			running      string
@@ -217,7 +217,7 @@ func (s *Store) CompactionApply(ctx context.Context, p CompactionApplyParams) (C
 
 // CompactionList returns a session's compactions, newest first.
 func (s *Store) CompactionList(ctx context.Context, tenantID, sessionID string, limit int) ([]Compaction, error) {
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.tenant(tenantID).Query(ctx, `
 		SELECT id, created_at, trigger, strategy, from_seq, to_seq, messages_before, messages_after, tokens_before, tokens_after
 		FROM compactions WHERE tenant_id = $1 AND session_id = $2 ORDER BY id DESC LIMIT $3`, tenantID, sessionID, limit)
 	if err != nil {

@@ -41,7 +41,7 @@ func (s *Store) TurnEventsAppend(ctx context.Context, ref TurnRef, attempt, firs
 	}
 	// FOR SHARE: a takeover that folds the log waits for this batch, and
 	// then sees it.
-	tag, err := s.pool.Exec(ctx, `
+	tag, err := s.tenant(ref.TenantID).Exec(ctx, `
 		INSERT INTO turn_event_batches (tenant_id, session_id, turn_id, first_seq, last_seq, events)
 		SELECT $1, $2, $3, $4, $5, $6::json
 		WHERE EXISTS (SELECT 1 FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running'
@@ -78,7 +78,7 @@ func (s *Store) TurnEventsAfter(ctx context.Context, ref TurnRef, after int64) (
 		folded  []byte
 		batches []byte
 	)
-	err := s.pool.QueryRow(ctx, `
+	err := s.tenant(ref.TenantID).QueryRow(ctx, `
 		SELECT t.status, t.events::text,
 			(SELECT json_agg(json_build_object('f', b.first_seq, 'e', b.events) ORDER BY b.first_seq)::text
 			 FROM turn_event_batches b
@@ -232,7 +232,7 @@ func turnDead(ctx context.Context, db dbtx, ref TurnRef, lock bool) (string, err
 // moment (a restart) looks dead too: callers confirm over time before
 // TurnInterruptIfDead.
 func (s *Store) TurnLooksDead(ctx context.Context, ref TurnRef) (why string, err error) {
-	why, err = turnDead(ctx, s.pool, ref, false)
+	why, err = turnDead(ctx, s.tenant(ref.TenantID), ref, false)
 	if err != nil {
 		return "", fmt.Errorf("check turn %s: %w", ref.TurnID, err)
 	}
@@ -245,7 +245,7 @@ func (s *Store) TurnLooksDead(ctx context.Context, ref TurnRef) (why string, err
 // whether it did.
 func (s *Store) TurnInterruptIfDead(ctx context.Context, ref TurnRef) (bool, error) {
 	var done bool
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, ref.TenantID, func(tx pgx.Tx) error {
 		// The session first, as every turn write locks it: no deadlock.
 		why, err := turnDead(ctx, tx, ref, true)
 		if err != nil || why == "" {
@@ -283,7 +283,7 @@ func (s *Store) TurnInterruptIfDead(ctx context.Context, ref TurnRef) (bool, err
 // turn as it is.
 func (s *Store) TurnRequestCancel(ctx context.Context, ref TurnRef) (Turn, error) {
 	var t Turn
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, ref.TenantID, func(tx pgx.Tx) error {
 		var err error
 		t, err = scanTurn(tx.QueryRow(ctx, `
 			UPDATE turns SET cancel_requested = (status = 'running')

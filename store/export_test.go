@@ -1,8 +1,24 @@
 package store
 
+import (
+	"strings"
+	"testing"
+)
+
 // What the listing tests EXPLAIN: the listings' exact statements.
 const (
 	SessionListSQL        = sessionListSQL
 	SessionListByOwnerSQL = sessionListByOwnerSQL
 	TurnListSQL           = turnListSQL
 )
+
+// DropSessionListTenantFilter makes SessionList forget its tenant filter
+// until the test ends: the forgotten WHERE the tenant wall must stop. The
+// test must not be parallel (SessionList's statement is the package's).
+func DropSessionListTenantFilter(t testing.TB) {
+	sessionListQuery = strings.Replace(sessionListSQL, "tenant_id = $1", "$1::uuid IS NOT NULL", 1)
+	if sessionListQuery == sessionListSQL {
+		t.Fatal("SessionList's statement has no tenant filter to drop")
+	}
+	t.Cleanup(func() { sessionListQuery = sessionListSQL })
+}

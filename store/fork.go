@@ -55,7 +55,7 @@ func (s *Store) SessionFork(ctx context.Context, p SessionForkParams) (Session, 
 }
 
 func (s *Store) sessionFork(ctx context.Context, p SessionForkParams) (sess Session, err error) {
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, p.TenantID, func(tx pgx.Tx) error {
 		src, err := s.readSource(ctx, tx, p.TenantID, p.Owner, p.SessionID, true)
 		if err != nil {
 			return err

@@ -164,7 +164,7 @@ func (s *Store) HistoryEach(ctx context.Context, p HistoryParams, fn func(seq in
 	)
 	var err error
 	if p.Type == aap.HistoryCompacted {
-		err = eachRow(ctx, s.pool, `SELECT seq, message::text FROM compacted_messages
+		err = eachRow(ctx, s.tenant(p.TenantID), `SELECT seq, message::text FROM compacted_messages
 			WHERE tenant_id = $1 AND session_id = $2 ORDER BY seq`, []any{p.TenantID, p.SessionID}, func(rows pgx.Rows) error {
 			if err := rows.Scan(&seq, &body); err != nil {
 				return interpretError(err)
@@ -210,7 +210,7 @@ func eachRow(ctx context.Context, db dbtx, query string, args []any, fn func(pgx
 // better served with HistoryEach.
 func (s *Store) History(ctx context.Context, p HistoryParams) ([]StoredMessage, error) {
 	if p.Type == aap.HistoryCompacted {
-		return history(ctx, s.pool, p)
+		return history(ctx, s.tenant(p.TenantID), p)
 	}
 	var out []StoredMessage
 	err := s.fullHistory(ctx, p.TenantID, p.SessionID, fullHistorySQL, func(_ piece, rows pgx.Rows) error {

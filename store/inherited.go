@@ -156,14 +156,14 @@ func fullHistoryPieces(ctx context.Context, db dbtx, tenantID string, pieces []p
 // becomes one) costs one round trip more than reading its rows; a fork is
 // read in a REPEATABLE READ transaction.
 func (s *Store) fullHistory(ctx context.Context, tenantID, sessionID, query string, fn func(p piece, rows pgx.Rows) error) error {
-	ranges, err := inheritedRanges(ctx, s.pool, tenantID, sessionID)
+	ranges, err := inheritedRanges(ctx, s.tenant(tenantID), tenantID, sessionID)
 	if err != nil {
 		return err
 	}
 	if len(ranges) == 0 {
-		return fullHistoryPieces(ctx, s.pool, tenantID, historyPieces(sessionID, nil, noLastSeq), query, fn)
+		return fullHistoryPieces(ctx, s.tenant(tenantID), tenantID, historyPieces(sessionID, nil, noLastSeq), query, fn)
 	}
-	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	return s.readTx(ctx, tenantID, func(tx pgx.Tx) error {
 		ranges, err := inheritedRanges(ctx, tx, tenantID, sessionID)
 		if err != nil {
 			return err

@@ -52,7 +52,7 @@ func (s *Store) TokenIssuerCreate(ctx context.Context, p TokenIssuerCreateParams
 	if p.PublicKeys == nil {
 		p.PublicKeys = []string{}
 	}
-	i, err := scanIssuer(s.pool.QueryRow(ctx, `
+	i, err := scanIssuer(s.tenant(p.TenantID).QueryRow(ctx, `
 		INSERT INTO token_issuers (tenant_id, id, issuer, audience, jwks_url, public_keys)
 		VALUES ($1, $2, $3, $4, nullif($5, ''), $6)
 		RETURNING `+issuerColumns,
@@ -65,7 +65,7 @@ func (s *Store) TokenIssuerCreate(ctx context.Context, p TokenIssuerCreateParams
 
 // TokenIssuerList lists a tenant's issuers, oldest first.
 func (s *Store) TokenIssuerList(ctx context.Context, tenantID string) ([]TokenIssuer, error) {
-	rows, err := s.pool.Query(ctx,
+	rows, err := s.tenant(tenantID).Query(ctx,
 		`SELECT `+issuerColumns+` FROM token_issuers WHERE tenant_id = $1 ORDER BY created_at, id`, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("list issuers: %w", interpretError(err))
@@ -82,7 +82,7 @@ func (s *Store) TokenIssuerList(ctx context.Context, tenantID string) ([]TokenIs
 // before the tenant is known: it is how a token's tenant is found. More than
 // one result means the token names audiences of several tenants.
 func (s *Store) TokenIssuerFind(ctx context.Context, issuer string, audiences []string) ([]TokenIssuer, error) {
-	rows, err := s.pool.Query(ctx,
+	rows, err := s.chores.Query(ctx,
 		`SELECT `+issuerColumns+` FROM token_issuers WHERE issuer = $1 AND audience = ANY($2) ORDER BY id`,
 		issuer, audiences)
 	if err != nil {
@@ -98,7 +98,7 @@ func (s *Store) TokenIssuerFind(ctx context.Context, issuer string, audiences []
 // TokenIssuerDelete removes an issuer of the tenant; ErrNotFound if it has
 // none with that id. Every process listening on IssuerChangedChannel is told.
 func (s *Store) TokenIssuerDelete(ctx context.Context, tenantID, id string) error {
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, tenantID, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM token_issuers WHERE tenant_id = $1 AND id = $2`, tenantID, id)
 		if err != nil {
 			return interpretError(err)

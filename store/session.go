@@ -218,7 +218,7 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 		jsonOrNull(p.ClientTools), jsonList(p.Pending), len(p.Messages), p.Owner, p.ThreadID, jsonMapOrNull(p.Labels)}
 	if p.IdempotencyKey == "" && len(p.Messages) == 0 {
 		// One statement: no transaction to open and commit around it.
-		err := s.pool.QueryRow(ctx, insertSession, insertArgs...).Scan(&sess.CreatedAt, &sess.UpdatedAt, &sess.Version.xmin)
+		err := s.tenant(p.TenantID).QueryRow(ctx, insertSession, insertArgs...).Scan(&sess.CreatedAt, &sess.UpdatedAt, &sess.Version.xmin)
 		if err != nil {
 			return Session{}, false, fmt.Errorf("create session: %w", interpretError(err))
 		}
@@ -241,7 +241,7 @@ func (s *Store) sessionCreate(ctx context.Context, p SessionCreateParams) (Sessi
 	}
 	idemKey := ownedIdempotencyKey(p.Owner, p.IdempotencyKey)
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	queueBegin(b, p.TenantID)
 	if p.IdempotencyKey != "" {
 		b.Queue(`DELETE FROM idempotency_keys WHERE tenant_id = $1 AND created_at < now() - interval '`+idempotencyKeyTTL+`'`, p.TenantID)
 	}
@@ -289,7 +289,7 @@ func (s *Store) sessionCreated(ctx context.Context, tenantID, idemKey string, re
 		prevID   string
 		prevHash []byte
 	)
-	err := s.pool.QueryRow(ctx, `
+	err := s.tenant(tenantID).QueryRow(ctx, `
 		SELECT session_id, request_hash FROM idempotency_keys
 		WHERE tenant_id = $1 AND key = $2 AND created_at > now() - interval '`+idempotencyKeyTTL+`'`,
 		tenantID, idemKey).Scan(&prevID, &prevHash)
@@ -410,7 +410,7 @@ func (s *Store) SessionGet(ctx context.Context, tenantID, id string) (Session, e
 // owner); ErrNotFound if the tenant has no such session, or it is
 // another's: an end user cannot tell someone else's session from none.
 func (s *Store) SessionGetOwned(ctx context.Context, tenantID, owner, id string) (Session, error) {
-	sess, claim, err := s.scanSessionRead(s.pool.QueryRow(ctx,
+	sess, claim, err := s.scanSessionRead(s.tenant(tenantID).QueryRow(ctx,
 		`SELECT `+sessionReadColumns+` FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)`,
 		tenantID, id, owner))
 	if err == nil {
@@ -455,6 +455,10 @@ const sessionListSQL = `SELECT ` + sessionReadColumns + ` FROM sessions
 		WHERE tenant_id = $1 AND id < $2
 		ORDER BY id DESC LIMIT $3`
 
+// sessionListQuery is sessionListSQL, but for a test that removes its
+// tenant filter to see the tenant wall hold (DropSessionListTenantFilter).
+var sessionListQuery = sessionListSQL
+
 // sessionListByOwnerSQL pages an end user's sessions ($4 the owner) along
 // the index sessions_owner.
 const sessionListByOwnerSQL = `SELECT ` + sessionReadColumns + ` FROM sessions
@@ -472,11 +476,11 @@ func (s *Store) SessionList(ctx context.Context, p SessionListParams) (SessionPa
 	if after == "" {
 		after = noSessionCursor
 	}
-	query, args := sessionListSQL, []any{p.TenantID, after, p.Limit + 1}
+	query, args := sessionListQuery, []any{p.TenantID, after, p.Limit + 1}
 	if p.Owner != "" {
 		query, args = sessionListByOwnerSQL, append(args, p.Owner)
 	}
-	rows, err := s.pool.Query(ctx, query, args...)
+	rows, err := s.tenant(p.TenantID).Query(ctx, query, args...)
 	if err != nil {
 		return SessionPage{}, fmt.Errorf("list sessions: %w", interpretError(err))
 	}
@@ -533,7 +537,7 @@ func (s *Store) SessionDeleteOwned(ctx context.Context, tenantID, owner, id stri
 	if err != nil {
 		return "", err
 	}
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, tenantID, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		b.Queue(`SELECT 1 FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3) FOR UPDATE`,
 			tenantID, id, owner)

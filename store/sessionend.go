@@ -13,7 +13,7 @@ import (
 // the caller to stop, and whether this call ended it: ending a session
 // that has ended changes nothing. ErrNotFound if there is no such session.
 func (s *Store) SessionEnd(ctx context.Context, tenantID, owner, id string) (activeTurnID string, ended bool, err error) {
-	err = s.pool.QueryRow(ctx, `
+	err = s.tenant(tenantID).QueryRow(ctx, `
 		UPDATE sessions SET ended_at = now(), updated_at = now()
 		WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3) AND ended_at IS NULL
 		RETURNING coalesce(active_turn_id, '')`, tenantID, id, owner).Scan(&activeTurnID)

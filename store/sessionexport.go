@@ -82,7 +82,7 @@ type CompactedPart struct {
 // turn began, leaving the turn out; if a tool call was open then, it is a
 // *PointConflictError (PointToolCallsOpen), as a fork there would be.
 func (s *Store) SessionExport(ctx context.Context, p SessionExportParams, w SessionWriter) error {
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := s.readTx(ctx, p.TenantID, func(tx pgx.Tx) error {
 		src, err := s.readSource(ctx, tx, p.TenantID, p.Owner, p.SessionID, false)
 		if err != nil {
 			return err

@@ -60,7 +60,7 @@ const importFlushBytes = 4 << 20
 // transfer): in order, every reference resolved.
 func (s *Store) SessionImport(ctx context.Context, p SessionImportParams, next func() (ImportPart, error)) (Session, error) {
 	var sess Session
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, p.TenantID, func(tx pgx.Tx) error {
 		var err error
 		sess, err = s.importSession(ctx, tx, p)
 		if err != nil {

@@ -45,7 +45,7 @@ func (s *Store) SessionLog(ctx context.Context, p SessionLogParams) ([]SessionLo
 	if p.After == "" {
 		turnsFrom = ""
 	}
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.tenant(p.TenantID).Query(ctx, `
 		WITH cur AS (
 			SELECT created_at, id FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $4
 		)

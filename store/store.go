@@ -10,6 +10,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -43,11 +44,21 @@ type Config struct {
 	// sends: tests on Citus read, with citus.log_remote_commands on, which
 	// worker each statement went to and how a transaction committed.
 	Notices func(text string)
+	// AppRole is the role the store's connections take for a tenant's
+	// work, held by the tenant wall (wall.go); ChoresRole the role of the
+	// work that spans tenants, which passes it. Empty means
+	// DefaultAppRole and DefaultChoresRole, which migrating creates. The
+	// URL's login role must be allowed to take both: a superuser, or a
+	// role granted them (docs/operations.md).
+	AppRole, ChoresRole string
 }
 
 // Store is aapd's database. It is safe for concurrent use.
 type Store struct {
+	// pool's connections are of the tenant wall's app role, chores's of
+	// its chores role (wall.go).
 	pool   *pgxpool.Pool
+	chores *pgxpool.Pool
 	sealer *sealer
 	now    func() time.Time
 	// webhooksQueued: see WebhooksQueued.
@@ -57,13 +68,45 @@ type Store struct {
 // Open connects to the database. It does not migrate it (see Migrate); it
 // fails if the database cannot be reached.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
+	appRole, choresRole := cmp.Or(cfg.AppRole, DefaultAppRole), cmp.Or(cfg.ChoresRole, DefaultChoresRole)
+	pool, err := openPool(ctx, cfg, appRole, cfg.MaxConns)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCitusRole(ctx, func(ctx context.Context, query string, dest ...any) error {
+		return pool.QueryRow(ctx, query).Scan(dest...)
+	}); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open database %s: %w", redactURL(cfg.DatabaseURL), err)
+	}
+	// The chores are few and short: a pool of a quarter of the size.
+	chores, err := openPool(ctx, cfg, choresRole, max(2, pool.Config().MaxConns/4))
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s := &Store{pool: pool, chores: chores, now: cfg.Now, webhooksQueued: make(chan string, 1024)}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.sealer, err = s.openSealer(ctx, cfg.EncryptionKey); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openPool opens a pool of connections that take role as they start (a
+// parameter of the connection's start: no round trip more).
+func openPool(ctx context.Context, cfg Config, role string, maxConns int32) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	if cfg.MaxConns > 0 {
-		pcfg.MaxConns = cfg.MaxConns
+	if maxConns > 0 {
+		pcfg.MaxConns = maxConns
 	}
+	pcfg.ConnConfig.RuntimeParams["role"] = role
 	if t := queryTracer(cfg); t != nil {
 		pcfg.ConnConfig.Tracer = t
 	}
@@ -78,27 +121,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, connectError(&pcfg.ConnConfig.Config, err)
+		return nil, roleError(role, connectError(&pcfg.ConnConfig.Config, err))
 	}
-	if err := checkCitusRole(ctx, func(ctx context.Context, query string, dest ...any) error {
-		return pool.QueryRow(ctx, query).Scan(dest...)
-	}); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("open database %s: %w", redactURL(cfg.DatabaseURL), err)
-	}
-	s := &Store{pool: pool, now: cfg.Now, webhooksQueued: make(chan string, 1024)}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	if s.sealer, err = s.openSealer(ctx, cfg.EncryptionKey); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return s, nil
+	return pool, nil
 }
 
 // Close releases every connection.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() {
+	s.pool.Close()
+	s.chores.Close()
+}
 
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
@@ -118,10 +150,45 @@ type dbtx interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// inTx runs fn in a transaction, committing if fn returns nil and rolling
-// back otherwise. Transactions never nest.
-func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) (err error) {
-	tx, err := s.pool.Begin(ctx)
+// inTx runs fn in a transaction of tenantID (declared with its BEGIN, in
+// one round trip: wall.go), committing if fn returns nil and rolling back
+// otherwise. Transactions never nest.
+func (s *Store) inTx(ctx context.Context, tenantID string, fn func(tx pgx.Tx) error) error {
+	return s.tenantTx(ctx, tenantID, "BEGIN", fn)
+}
+
+// tenantTx runs fn in a transaction begun with begin and declared.
+func (s *Store) tenantTx(ctx context.Context, tenantID, begin string, fn func(tx pgx.Tx) error) (err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return interpretError(err)
+	}
+	defer conn.Release()
+	tx, err := beginTenant(ctx, conn, begin, tenantID)
+	if err != nil {
+		return interpretError(err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	return interpretError(tx.Commit(ctx))
+}
+
+// readTx runs fn in a read-only REPEATABLE READ transaction of tenantID:
+// a snapshot of several reads.
+func (s *Store) readTx(ctx context.Context, tenantID string, fn func(tx pgx.Tx) error) error {
+	return s.tenantTx(ctx, tenantID, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", fn)
+}
+
+// choresTx runs fn in a transaction of the chores role, which passes the
+// tenant wall (wall.go): only for work that spans tenants.
+func (s *Store) choresTx(ctx context.Context, fn func(tx pgx.Tx) error) (err error) {
+	tx, err := s.chores.Begin(ctx)
 	if err != nil {
 		return interpretError(err)
 	}

@@ -132,7 +132,7 @@ func (s *Store) TenantListPage(ctx context.Context, after string, limit int) (Te
 // LimitsChangedChannel.
 func (s *Store) TenantSetLimits(ctx context.Context, id string, l TenantLimits) (Tenant, error) {
 	var t Tenant
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, id, func(tx pgx.Tx) error {
 		var err error
 		t, err = scanTenant(tx.QueryRow(ctx, `
 			UPDATE tenants SET requests_per_second = nullif($2, 0::float8), burst = nullif($3, 0), max_running_turns = nullif($4, 0),
@@ -155,7 +155,7 @@ func (s *Store) TenantSetLimits(ctx context.Context, id string, l TenantLimits) 
 // KeyRevokedChannel and the tenant on IssuerChangedChannel, so that no
 // process keeps authenticating them from its cache.
 func (s *Store) TenantDelete(ctx context.Context, id string) error {
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, id, func(tx pgx.Tx) error {
 		var keys []string
 		err := tx.QueryRow(ctx, `
 			WITH gone AS (DELETE FROM tenants WHERE id = $1 RETURNING id)

@@ -12,7 +12,7 @@ import (
 // an end user's thread id never reaches, nor collides with, a session that
 // is not theirs. ErrNotFound when the tenant has no such thread.
 func (s *Store) SessionGetByThread(ctx context.Context, tenantID, owner, threadID string) (Session, error) {
-	sess, err := s.scanSession(s.pool.QueryRow(ctx,
+	sess, err := s.scanSession(s.tenant(tenantID).QueryRow(ctx,
 		`SELECT `+sessionColumns+` FROM sessions
 		WHERE tenant_id = $1 AND coalesce(owner, '') = $2 AND thread_id = $3`,
 		tenantID, owner, threadID))
@@ -30,7 +30,7 @@ func (s *Store) MessageIDsStored(ctx context.Context, tenantID, sessionID string
 	if len(ids) == 0 {
 		return stored, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT client_id FROM message_client_ids
+	rows, err := s.tenant(tenantID).Query(ctx, `SELECT client_id FROM message_client_ids
 		WHERE tenant_id = $1 AND session_id = $2 AND client_id = ANY($3::text[])`, tenantID, sessionID, ids)
 	if err != nil {
 		return nil, fmt.Errorf("look up message ids of session %s: %w", sessionID, interpretError(err))

@@ -382,7 +382,7 @@ func (s *Store) turnBeginKnown(ctx context.Context, conn *pgxpool.Conn, p *TurnB
 		return nil, false, nil
 	}
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	queueBegin(b, p.TenantID)
 	queueAsyncCommit(b, p)
 	b.Queue(`WITH claim AS (
 			`+claimSetSQL+`
@@ -418,7 +418,7 @@ func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p *TurnBe
 	// Round trip 1: lock the session, look for the idempotency key, read
 	// the compacted history the caller does not hold yet.
 	read := &pgx.Batch{}
-	read.Queue("BEGIN")
+	queueBegin(read, p.TenantID)
 	read.Queue(`SELECT `+sessionColumns+`, last_seq, compaction_version, lease_expires_at, lease_owner, `+activeBackgroundSQL+`
 		FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3) FOR UPDATE`,
 		p.TenantID, p.SessionID, p.SessionOwner)
@@ -447,7 +447,10 @@ func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p *TurnBe
 		queued       int
 	)
 	br := conn.SendBatch(ctx, read)
-	_, err := br.Exec()
+	var err error
+	for i := 0; i < beginLen && err == nil; i++ {
+		_, err = br.Exec()
+	}
 	if err == nil {
 		out.Session, err = s.scanSessionWith(br.QueryRow(), &lastSeq, &out.CompactionVersion, &leaseExpires, &leaseOwner, &background)
 	}
@@ -575,7 +578,7 @@ func applyPlan(sess *Session, plan TurnPlan) {
 // outcome is unknown, whether its claim landed.
 func (s *Store) TurnClaimed(ctx context.Context, ref TurnRef) (bool, error) {
 	var n int
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3`,
+	err := s.tenant(ref.TenantID).QueryRow(ctx, `SELECT count(*) FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3`,
 		ref.TenantID, ref.SessionID, ref.TurnID).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("look for turn %s: %w", ref.TurnID, interpretError(err))
@@ -664,7 +667,8 @@ func (s *Store) turnWrite(ctx context.Context, ref TurnRef, step, attempt int, r
 	}
 	defer conn.Release()
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	queueBegin(b, ref.TenantID)
+	guardStmt := b.Len()
 	b.Queue(guard, args...)
 	if len(rows.seqs) > 0 {
 		full, fullArgs := rows.insert(ref.TenantID, ref.SessionID, &ref.TurnID)
@@ -673,7 +677,7 @@ func (s *Store) turnWrite(ctx context.Context, ref TurnRef, step, attempt int, r
 		b.Queue(compacted, compactedArgs...)
 	}
 	var version SessionVersion
-	scans := map[int]func(pgx.Row) error{1: func(row pgx.Row) error {
+	scans := map[int]func(pgx.Row) error{guardStmt: func(row pgx.Row) error {
 		var one int
 		return row.Scan(&version.xmin, &version.updatedAt, &one)
 	}}
@@ -694,11 +698,17 @@ func (s *Store) turnWrite(ctx context.Context, ref TurnRef, step, attempt int, r
 	// not this one's.
 	var held bool
 	var landed, attempts int
-	err = conn.QueryRow(ctx, `
+	check := &pgx.Batch{}
+	queueBegin(check, ref.TenantID)
+	check.Queue(`
 		SELECT coalesce((SELECT active_turn_id = $3 FROM sessions WHERE tenant_id = $1 AND id = $2), false),
 			coalesce((SELECT step FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), -1),
 			coalesce((SELECT attempts FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), -1)`,
-		ref.TenantID, ref.SessionID, ref.TurnID).Scan(&held, &landed, &attempts)
+		ref.TenantID, ref.SessionID, ref.TurnID)
+	check.Queue("COMMIT")
+	err = sendTx(ctx, conn, check, map[int]func(pgx.Row) error{beginLen: func(row pgx.Row) error {
+		return row.Scan(&held, &landed, &attempts)
+	}})
 	switch {
 	case err != nil:
 		return SessionVersion{}, writeError(err)
@@ -887,7 +897,7 @@ func (s *Store) TurnsHeartbeat(ctx context.Context, refs []TurnRef, owner int32,
 			tenant, g.sessions, g.turns)
 	}
 	held, cancel = map[string]bool{}, map[string]bool{}
-	br := s.pool.SendBatch(ctx, b)
+	br := s.chores.SendBatch(ctx, b)
 	defer br.Close()
 	collect := func(into map[string]bool) error {
 		rows, err := br.Query()
@@ -927,7 +937,7 @@ func (s *Store) TurnGet(ctx context.Context, tenantID, sessionID, turnID string)
 // TurnGetOwned loads a turn of a session of the tenant owned by owner (""
 // for any owner); ErrNotFound for a turn of another's session.
 func (s *Store) TurnGetOwned(ctx context.Context, tenantID, owner, sessionID, turnID string) (Turn, error) {
-	t, err := scanTurn(s.pool.QueryRow(ctx, `SELECT `+turnColumns+` FROM turns
+	t, err := scanTurn(s.tenant(tenantID).QueryRow(ctx, `SELECT `+turnColumns+` FROM turns
 		WHERE tenant_id = $1 AND session_id = $2 AND id = $3
 		  AND ($4 = '' OR EXISTS (SELECT 1 FROM sessions s WHERE s.tenant_id = $1 AND s.id = $2 AND s.owner = $4))`,
 		tenantID, sessionID, turnID, owner))
@@ -942,7 +952,7 @@ func (s *Store) TurnGetOwned(ctx context.Context, tenantID, owner, sessionID, tu
 // order: the body of a stream "none" response replayed for an idempotent
 // retry.
 func (s *Store) TurnMessages(ctx context.Context, tenantID, sessionID, turnID string) ([]StoredMessage, error) {
-	rows, err := s.pool.Query(ctx, `SELECT seq, seq, message::text, extra::text FROM messages
+	rows, err := s.tenant(tenantID).Query(ctx, `SELECT seq, seq, message::text, extra::text FROM messages
 		WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3 AND origin <> 'client'
 		  AND seq >= coalesce((SELECT first_seq FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), 0)
 		ORDER BY seq`, tenantID, sessionID, turnID)
@@ -992,7 +1002,7 @@ func (s *Store) TurnList(ctx context.Context, p TurnListParams) (TurnPage, error
 	if after == "" {
 		after = noTurnCursor
 	}
-	rows, err := s.pool.Query(ctx, turnListSQL, p.TenantID, p.SessionID, after, p.Limit+1)
+	rows, err := s.tenant(p.TenantID).Query(ctx, turnListSQL, p.TenantID, p.SessionID, after, p.Limit+1)
 	if err != nil {
 		return TurnPage{}, fmt.Errorf("list turns: %w", interpretError(err))
 	}

@@ -37,7 +37,7 @@ func (s *Store) TurnInputs(ctx context.Context, tenantID, sessionID string, turn
 	if len(turnIDs) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.tenant(tenantID).Query(ctx, `
 		SELECT t.id, t.created_at, t.permissions::text, t.pending::text,
 			(SELECT p.pending::text FROM turns p
 			 WHERE p.tenant_id = t.tenant_id AND p.session_id = t.session_id AND (p.created_at, p.id) < (t.created_at, t.id)
@@ -78,7 +78,7 @@ func (s *Store) TurnInputs(ctx context.Context, tenantID, sessionID string, turn
 // SessionSeed returns the messages a session was created with (its seed
 // history), before its first turn's.
 func (s *Store) SessionSeed(ctx context.Context, tenantID, sessionID string) ([]aap.Message, error) {
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.tenant(tenantID).Query(ctx, `
 		SELECT message::text FROM messages
 		WHERE tenant_id = $1 AND session_id = $2 AND turn_id IS NULL
 		  AND seq < coalesce((SELECT first_seq FROM turns WHERE tenant_id = $1 AND session_id = $2

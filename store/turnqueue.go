@@ -77,7 +77,7 @@ type WaitingTurn struct {
 // run on every worker, and liveness and the lease's clock are judged on the
 // coordinator, as for every claim (claim.go).
 func (s *Store) TurnQueueWaiting(ctx context.Context, limit int) ([]WaitingTurn, error) {
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.chores.Query(ctx, `
 		SELECT DISTINCT s.lease_owner FROM turn_queue q
 		JOIN sessions s ON s.tenant_id = q.tenant_id AND s.id = q.session_id AND s.active_turn_id = q.turn_id
 		WHERE s.lease_owner IS NOT NULL`)
@@ -97,7 +97,7 @@ func (s *Store) TurnQueueWaiting(ctx context.Context, limit int) ([]WaitingTurn,
 		FROM unnest($1::integer[]) AS o`, owners).Scan(&dead, &now); err != nil {
 		return nil, fmt.Errorf("list waiting turns: %w", interpretError(err))
 	}
-	rows, err = s.pool.Query(ctx, `
+	rows, err = s.chores.Query(ctx, `
 		SELECT tenant_id::text, session_id, turn_id, enqueued_at, coalesce(owner, 0) FROM (
 			SELECT q.tenant_id, q.session_id, q.turn_id, q.enqueued_at, s.lease_owner AS owner,
 				row_number() OVER (PARTITION BY q.tenant_id ORDER BY q.enqueued_at, q.turn_id) AS rank
@@ -166,7 +166,7 @@ type TurnAdopted struct {
 func (s *Store) TurnAdopt(ctx context.Context, p TurnAdoptParams) (*TurnAdopted, error) {
 	out := &TurnAdopted{}
 	ref := p.Ref
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, ref.TenantID, func(tx pgx.Tx) error {
 		var (
 			lastSeq, version int64
 			lease            *time.Time
@@ -312,7 +312,7 @@ func endUnowned(ctx context.Context, tx pgx.Tx, ref TurnRef, status TurnStatus, 
 // flag, TurnRequestCancel).
 func (s *Store) TurnCancelUnowned(ctx context.Context, ref TurnRef) (bool, error) {
 	var done bool
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, ref.TenantID, func(tx pgx.Tx) error {
 		var (
 			lease *time.Time
 			owner *int32
@@ -347,7 +347,7 @@ func (s *Store) TurnCancelUnowned(ctx context.Context, ref TurnRef) (bool, error
 // lease, so any process resumes it at once from its last committed step.
 // It does nothing if the attempt no longer holds the turn.
 func (s *Store) TurnRelease(ctx context.Context, ref TurnRef, attempt int) error {
-	_, err := s.pool.Exec(ctx, `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL
+	_, err := s.tenant(ref.TenantID).Exec(ctx, `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL
 		WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3
 		  AND EXISTS (SELECT 1 FROM turns t WHERE t.tenant_id = $1 AND t.session_id = $2 AND t.id = $3
 		              AND t.background AND t.status = 'running' AND t.attempts = $4)`,

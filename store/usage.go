@@ -38,7 +38,7 @@ const usageSQL = `
 // begun in [from, to). Deleted sessions count in whole UTC days: give day
 // boundaries for exact figures.
 func (s *Store) Usage(ctx context.Context, tenantID string, from, to time.Time) ([]UsageRow, error) {
-	rows, err := s.pool.Query(ctx, usageSQL, tenantID, from, to)
+	rows, err := s.tenant(tenantID).Query(ctx, usageSQL, tenantID, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("usage of tenant %s: %w", tenantID, interpretError(err))
 	}

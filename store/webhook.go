@@ -68,7 +68,7 @@ func (s *Store) WebhookEndpointCreate(ctx context.Context, p WebhookEndpointCrea
 	if err != nil {
 		return WebhookEndpoint{}, fmt.Errorf("seal webhook secret: %w", err)
 	}
-	e, err := scanWebhookEndpoint(s.pool.QueryRow(ctx, `
+	e, err := scanWebhookEndpoint(s.tenant(p.TenantID).QueryRow(ctx, `
 		INSERT INTO webhook_endpoints (tenant_id, id, url, description, events, secret)
 		SELECT $1, $2, $3, $4, $5, $6
 		WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1) < $7
@@ -85,7 +85,7 @@ func (s *Store) WebhookEndpointCreate(ctx context.Context, p WebhookEndpointCrea
 
 // WebhookEndpointGet loads an endpoint of the tenant.
 func (s *Store) WebhookEndpointGet(ctx context.Context, tenantID, id string) (WebhookEndpoint, error) {
-	e, err := scanWebhookEndpoint(s.pool.QueryRow(ctx,
+	e, err := scanWebhookEndpoint(s.tenant(tenantID).QueryRow(ctx,
 		`SELECT `+webhookEndpointColumns+` FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`, tenantID, id))
 	if err != nil {
 		return WebhookEndpoint{}, fmt.Errorf("load webhook endpoint %s: %w", id, err)
@@ -108,7 +108,7 @@ func (s *Store) WebhookEndpointList(ctx context.Context, tenantID, after string,
 	if err != nil {
 		return WebhookEndpointPage{}, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+webhookEndpointColumns+` FROM webhook_endpoints
+	rows, err := s.tenant(tenantID).Query(ctx, `SELECT `+webhookEndpointColumns+` FROM webhook_endpoints
 		WHERE tenant_id = $1 AND id > $2 ORDER BY id LIMIT $3`, tenantID, id, limit+1)
 	if err != nil {
 		return WebhookEndpointPage{}, fmt.Errorf("list webhook endpoints: %w", interpretError(err))
@@ -141,7 +141,7 @@ func idCursor(cursor, prefix string) (string, error) {
 // WebhookEndpointDelete deletes an endpoint of the tenant and its
 // deliveries; ErrNotFound if it has none with that id.
 func (s *Store) WebhookEndpointDelete(ctx context.Context, tenantID, id string) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`, tenantID, id)
+	tag, err := s.tenant(tenantID).Exec(ctx, `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`, tenantID, id)
 	switch {
 	case err != nil:
 		return fmt.Errorf("delete webhook endpoint %s: %w", id, interpretError(err))
@@ -158,7 +158,7 @@ func (s *Store) WebhookEndpointRotateSecret(ctx context.Context, tenantID, id, s
 	if err != nil {
 		return WebhookEndpoint{}, fmt.Errorf("seal webhook secret: %w", err)
 	}
-	e, err := scanWebhookEndpoint(s.pool.QueryRow(ctx, `
+	e, err := scanWebhookEndpoint(s.tenant(tenantID).QueryRow(ctx, `
 		UPDATE webhook_endpoints SET previous_secret = secret, secret = $3,
 			previous_secret_until = now() + $4 * interval '1 millisecond'
 		WHERE tenant_id = $1 AND id = $2
@@ -173,7 +173,7 @@ func (s *Store) WebhookEndpointRotateSecret(ctx context.Context, tenantID, id, s
 // its failures forgotten. Deliveries that ended while it was disabled stay
 // failed; redeliver them one by one.
 func (s *Store) WebhookEndpointEnable(ctx context.Context, tenantID, id string) (WebhookEndpoint, error) {
-	e, err := scanWebhookEndpoint(s.pool.QueryRow(ctx, `
+	e, err := scanWebhookEndpoint(s.tenant(tenantID).QueryRow(ctx, `
 		UPDATE webhook_endpoints SET disabled_at = NULL, disabled_reason = NULL, failing_since = NULL
 		WHERE tenant_id = $1 AND id = $2
 		RETURNING `+webhookEndpointColumns, tenantID, id))

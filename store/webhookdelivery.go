@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Webhook deliveries: one event to one endpoint, sent by the deliverer of
@@ -111,7 +112,7 @@ type WebhookClaim struct {
 // across tenants (the deliverer's scan); each tenant's claim is then a
 // query of its own.
 func (s *Store) WebhookDueTenants(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT tenant_id::text FROM webhook_deliveries
+	rows, err := s.chores.Query(ctx, `SELECT tenant_id::text FROM webhook_deliveries
 		WHERE state = 'pending' AND next_attempt_at <= $1 ORDER BY next_attempt_at LIMIT $2`, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find due webhook deliveries: %w", interpretError(err))
@@ -140,7 +141,7 @@ func (s *Store) WebhookDueTenants(ctx context.Context, now time.Time, limit int)
 func (s *Store) WebhookDeliveriesClaim(ctx context.Context, tenantID string, now time.Time, lease time.Duration, limit int) (WebhookClaim, error) {
 	claim := WebhookClaim{Until: now.Add(lease).Truncate(time.Microsecond), Targets: map[string]WebhookTarget{}}
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	queueBegin(b, tenantID)
 	b.Queue(asyncCommitSQL)
 	b.Queue(`UPDATE webhook_deliveries d SET next_attempt_at = $3
 		FROM (SELECT endpoint_id AS due_endpoint, event_id AS due_event FROM webhook_deliveries
@@ -152,8 +153,8 @@ func (s *Store) WebhookDeliveriesClaim(ctx context.Context, tenantID string, now
 	b.Queue(`SELECT `+webhookEndpointColumns+`, secret, CASE WHEN previous_secret_until > $2 THEN previous_secret END
 		FROM webhook_endpoints WHERE tenant_id = $1`, tenantID, now)
 	b.Queue("COMMIT")
-	err := s.inBatch(ctx, b, func(br pgx.BatchResults) error {
-		for range 2 { // BEGIN, SET
+	err := s.inBatch(ctx, s.pool, b, func(br pgx.BatchResults) error {
+		for range beginLen + 1 { // BEGIN, the declaration, SET
 			if _, err := br.Exec(); err != nil {
 				return err
 			}
@@ -209,10 +210,10 @@ func (s *Store) WebhookDeliveriesClaim(ctx context.Context, tenantID string, now
 }
 
 // inBatch sends b, whose statements read reads in order, on a connection
-// of its own; a failed batch's transaction is rolled back with the
+// of pool (s.pool, or s.chores for work across tenants: wall.go); a failed batch's transaction is rolled back with the
 // connection's end of the batch.
-func (s *Store) inBatch(ctx context.Context, b *pgx.Batch, read func(pgx.BatchResults) error) error {
-	conn, err := s.pool.Acquire(ctx)
+func (s *Store) inBatch(ctx context.Context, pool *pgxpool.Pool, b *pgx.Batch, read func(pgx.BatchResults) error) error {
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return interpretError(err)
 	}
@@ -261,7 +262,7 @@ type WebhookRecorded struct {
 func (s *Store) WebhookAttemptsRecord(ctx context.Context, tenantID string, results []WebhookAttemptResult) (WebhookRecorded, error) {
 	out := WebhookRecorded{Recorded: map[int]bool{}}
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	queueBegin(b, tenantID)
 	b.Queue(asyncCommitSQL)
 	// A statement per delivery, each found by its primary key: one over
 	// an array of them would be planned from statistics, which a sudden
@@ -313,15 +314,15 @@ func (s *Store) WebhookAttemptsRecord(ctx context.Context, tenantID string, resu
 			WHERE tenant_id = $1 AND endpoint_id = ANY($2) AND state = 'pending'`, tenantID, ids, failingAt)
 	}
 	b.Queue("COMMIT")
-	err := s.inBatch(ctx, b, func(br pgx.BatchResults) error {
+	err := s.inBatch(ctx, s.pool, b, func(br pgx.BatchResults) error {
 		for i := range b.Len() {
 			tag, err := br.Exec()
 			if err != nil {
 				return err
 			}
 			switch {
-			case i >= 2 && i < 2+len(results):
-				out.Recorded[i-2] = tag.RowsAffected() == 1
+			case i >= beginLen+1 && i < beginLen+1+len(results):
+				out.Recorded[i-beginLen-1] = tag.RowsAffected() == 1
 			case i == othersFailed:
 				out.OthersFailed = tag.RowsAffected()
 			}
@@ -347,7 +348,7 @@ const webhookRecordSQL = `UPDATE webhook_deliveries SET state = $5, attempts = a
 // attempted (its deliverer stopped), due at now, without counting an
 // attempt.
 func (s *Store) WebhookDeliveryRelease(ctx context.Context, d WebhookDelivery, now time.Time) error {
-	_, err := s.pool.Exec(ctx, `UPDATE webhook_deliveries SET next_attempt_at = $5
+	_, err := s.tenant(d.TenantID).Exec(ctx, `UPDATE webhook_deliveries SET next_attempt_at = $5
 		WHERE tenant_id = $1 AND endpoint_id = $2 AND event_id = $3 AND state = 'pending' AND next_attempt_at = $4`,
 		d.TenantID, d.EndpointID, d.Event.ID, d.Claim, now)
 	if err != nil {
@@ -377,7 +378,7 @@ func (s *Store) WebhookDeliveryList(ctx context.Context, tenantID, endpointID, a
 	if id == "" {
 		id = noEventCursor
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+webhookDeliveryColumns+` FROM webhook_deliveries
+	rows, err := s.tenant(tenantID).Query(ctx, `SELECT `+webhookDeliveryColumns+` FROM webhook_deliveries
 		WHERE tenant_id = $1 AND endpoint_id = $2 AND event_id < $3 ORDER BY event_id DESC LIMIT $4`,
 		tenantID, endpointID, id, limit+1)
 	if err != nil {
@@ -399,7 +400,7 @@ func (s *Store) WebhookDeliveryList(ctx context.Context, tenantID, endpointID, a
 // (its id, time and body) and a new schedule of attempts; ErrNotFound if
 // the endpoint has no delivery of that event.
 func (s *Store) WebhookRedeliver(ctx context.Context, tenantID, endpointID, eventID string, now time.Time) (WebhookDelivery, error) {
-	d, err := scanWebhookDelivery(s.pool.QueryRow(ctx, `UPDATE webhook_deliveries
+	d, err := scanWebhookDelivery(s.tenant(tenantID).QueryRow(ctx, `UPDATE webhook_deliveries
 		SET state = 'pending', attempts = 0, next_attempt_at = $4, finished_at = NULL
 		WHERE tenant_id = $1 AND endpoint_id = $2 AND event_id = $3
 		RETURNING `+webhookDeliveryColumns, tenantID, endpointID, eventID, now))
@@ -427,7 +428,7 @@ func (s *Store) WebhookStatsGet(ctx context.Context, now time.Time) (WebhookStat
 	b := &pgx.Batch{}
 	b.Queue(`SELECT min(next_attempt_at) FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at <= $1`, now)
 	b.Queue(`SELECT count(*) FROM webhook_endpoints WHERE disabled_at IS NOT NULL`)
-	err := s.inBatch(ctx, b, func(br pgx.BatchResults) error {
+	err := s.inBatch(ctx, s.chores, b, func(br pgx.BatchResults) error {
 		if err := br.QueryRow().Scan(&oldest); err != nil {
 			return err
 		}
@@ -445,7 +446,7 @@ func (s *Store) WebhookStatsGet(ctx context.Context, now time.Time) (WebhookStat
 // WebhookDeliveriesPrune deletes the deliveries that ended before before,
 // across tenants, and reports how many.
 func (s *Store) WebhookDeliveriesPrune(ctx context.Context, before time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM webhook_deliveries WHERE finished_at < $1`, before)
+	tag, err := s.chores.Exec(ctx, `DELETE FROM webhook_deliveries WHERE finished_at < $1`, before)
 	if err != nil {
 		return 0, fmt.Errorf("prune webhook deliveries: %w", interpretError(err))
 	}

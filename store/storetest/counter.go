@@ -51,14 +51,15 @@ func (c *Counter) statement(conn *pgx.Conn, sql string) bool {
 		c.inTx = map[*pgx.Conn]bool{}
 	}
 	c.statements = append(c.statements, strings.Join(strings.Fields(sql), " "))
-	switch strings.ToUpper(strings.TrimSpace(sql)) {
-	case "BEGIN":
+	up := strings.ToUpper(strings.TrimSpace(sql))
+	switch {
+	case strings.HasPrefix(up, "BEGIN"): // BEGIN, or BEGIN and the tenant's declaration (store's inTx)
 		c.inTx[conn] = true
 		return false
-	case "COMMIT":
+	case up == "COMMIT":
 		c.inTx[conn] = false
 		return true
-	case "ROLLBACK":
+	case up == "ROLLBACK":
 		c.inTx[conn] = false
 		return false
 	}
