@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,16 +23,21 @@ import (
 func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlagSet("migrate", stderr)
 	dbURL := databaseURLFlag(f)
+	migrateURL := migrateURLFlag(f)
 	if err := f.parse(args); err != nil {
 		return err
 	}
 	if err := f.noArgs(); err != nil {
 		return err
 	}
-	if err := requireDatabaseURL(*dbURL); err != nil {
+	if err := checkMigrateURL(*migrateURL); err != nil {
 		return err
 	}
-	res, err := store.MigrateReporting(ctx, *dbURL, func(m store.MigrationStep) {
+	u := cmp.Or(*migrateURL, *dbURL)
+	if err := requireDatabaseURL(u); err != nil {
+		return err
+	}
+	res, err := store.MigrateReporting(ctx, u, func(m store.MigrationStep) {
 		fmt.Fprintf(stderr, "applied %s (%s)\n", m.Name, m.Duration.Round(time.Millisecond)) // progress; the result goes to stdout
 	})
 	if err != nil {

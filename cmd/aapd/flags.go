@@ -124,6 +124,28 @@ func databaseURLFlag(f *flagSet) *string {
 	return u
 }
 
+// migrateURLFlag defines --migrate-database-url, the URL migrations run
+// with: the tables' owner, where the server's own URL (--database-url) logs
+// in as a role that only reads and writes (docs/operations.md). Empty: the
+// server's URL, which then must be the owner's.
+func migrateURLFlag(f *flagSet) *string {
+	u := f.String("migrate-database-url", "", "Postgres connection URL of the tables' owner, for migrating (default: --database-url)")
+	f.fromEnv("migrate-database-url", "AAPD_MIGRATE_DATABASE_URL")
+	return u
+}
+
+// checkMigrateURL refuses a malformed --migrate-database-url; an empty one
+// is fine (the server's URL migrates).
+func checkMigrateURL(u string) error {
+	if u == "" {
+		return nil
+	}
+	if err := store.CheckDatabaseURL(u); err != nil {
+		return &usageError{fmt.Sprintf("--migrate-database-url (or $AAPD_MIGRATE_DATABASE_URL): %v (e.g. %s)", err, exampleDatabaseURL)}
+	}
+	return nil
+}
+
 // requireDatabaseURL refuses a missing or malformed database URL as a
 // usage mistake (exit 2), before anything connects.
 func requireDatabaseURL(u string) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -35,14 +36,17 @@ import (
 
 // Config is everything `aapd serve` can be told.
 type Config struct {
-	Addr             string
-	DatabaseURL      string
-	NoMigrate        bool
-	CreateDatabase   bool
-	MetaRequiresAuth bool
-	AdminToken       string // the operator's token; /metrics on the main listener requires it when set
-	CORSOrigins      []string
-	Workers          int
+	Addr        string
+	DatabaseURL string
+	// MigrateDatabaseURL is the tables' owner's, for migrating and
+	// creating the database; empty: DatabaseURL (docs/operations.md).
+	MigrateDatabaseURL string
+	NoMigrate          bool
+	CreateDatabase     bool
+	MetaRequiresAuth   bool
+	AdminToken         string // the operator's token; /metrics on the main listener requires it when set
+	CORSOrigins        []string
+	Workers            int
 	// DBMaxConns bounds the connection pool; zero sizes it from Workers
 	// (DefaultDBMaxConns).
 	DBMaxConns int
@@ -93,6 +97,7 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	f.StringVar(&cfg.Addr, "addr", ":8080", "address to listen on")
 	f.fromEnv("addr", "AAPD_ADDR")
 	dbURL := databaseURLFlag(f)
+	migrateURL := migrateURLFlag(f)
 	f.BoolVar(&cfg.NoMigrate, "no-migrate", false, "do not migrate the database on start")
 	f.fromEnv("no-migrate", "AAPD_NO_MIGRATE")
 	f.BoolVar(&cfg.CreateDatabase, "create-database", false, "create the database named in the URL if it does not exist")
@@ -149,8 +154,11 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	if err := f.noArgs(); err != nil {
 		return Config{}, err
 	}
-	cfg.DatabaseURL = *dbURL
+	cfg.DatabaseURL, cfg.MigrateDatabaseURL = *dbURL, *migrateURL
 	if err := requireDatabaseURL(cfg.DatabaseURL); err != nil {
+		return Config{}, err
+	}
+	if err := checkMigrateURL(cfg.MigrateDatabaseURL); err != nil {
 		return Config{}, err
 	}
 	for _, o := range strings.Split(*cors, ",") {
@@ -303,7 +311,7 @@ func (m *Main) closeListeners() {
 func (m *Main) open(ctx context.Context) error {
 	cfg, logger := m.cfg, m.log
 	if cfg.CreateDatabase {
-		created, err := store.CreateDatabase(ctx, cfg.DatabaseURL)
+		created, err := store.CreateDatabase(ctx, cmp.Or(cfg.MigrateDatabaseURL, cfg.DatabaseURL))
 		if err != nil {
 			return err
 		}
@@ -312,7 +320,7 @@ func (m *Main) open(ctx context.Context) error {
 		}
 	}
 	if !cfg.NoMigrate {
-		res, err := store.MigrateReporting(ctx, cfg.DatabaseURL, func(m store.MigrationStep) {
+		res, err := store.MigrateReporting(ctx, cmp.Or(cfg.MigrateDatabaseURL, cfg.DatabaseURL), func(m store.MigrationStep) {
 			logger.Info("migration applied", "migration", m.Name, "duration_ms", m.Duration.Milliseconds())
 		})
 		if err != nil {
