@@ -216,3 +216,80 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// On Citus the wall is on every shard: a worker's shards of the tenant
+// tables have row-level security, forced, and the tenant_wall policy, and
+// the server's role, reading them on the worker with no tenant declared,
+// sees no row of them.
+func TestWallReachesEveryShard(t *testing.T) {
+	t.Parallel()
+	worker := storetest.CitusWorkerURL(t) // skips on plain PostgreSQL
+	st := storetest.Open(t)
+	ctx := context.Background()
+	super := connectAs(t, worker, "postgres")
+	app := connectAs(t, worker, store.DefaultAppRole)
+	for _, c := range []*pgx.Conn{super, app} {
+		if _, err := c.Exec(ctx, `SET citus.show_shards_for_app_name_prefixes = '*'`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Tenants until one has its rows on this worker.
+	for i := 0; ; i++ {
+		tn := someOfEverything(t, st)
+		var here bool
+		if err := super.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_class
+				WHERE relname = 'sessions_' || get_shard_id_for_distribution_column('sessions', $1::uuid))`, tn.ID).Scan(&here); err != nil {
+			t.Fatal(err)
+		}
+		if here {
+			break
+		}
+		if i == 20 {
+			t.Fatal("20 tenants, none with its rows on the worker")
+		}
+	}
+	rows, err := super.Query(ctx, `SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity,
+			EXISTS (SELECT 1 FROM pg_policies p WHERE p.schemaname = 'public' AND p.tablename = c.relname AND p.policyname = 'tenant_wall')
+		FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
+		JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped
+		WHERE c.relkind = 'r' AND c.relname ~ '_[0-9]+$' ORDER BY c.relname`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type shard struct {
+		name               string
+		rls, force, policy bool
+	}
+	shards, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (s shard, err error) {
+		err = r.Scan(&s.name, &s.rls, &s.force, &s.policy)
+		return s, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(shards) == 0 {
+		t.Fatal("the worker lists no shard of a tenant table")
+	}
+	seen := 0
+	for _, s := range shards {
+		if !s.rls || !s.force || !s.policy {
+			t.Errorf("shard %s: row level security %v, forced %v, policy tenant_wall %v", s.name, s.rls, s.force, s.policy)
+		}
+		q := fmt.Sprintf(`SELECT count(*) FROM %s`, pgx.Identifier{s.name}.Sanitize())
+		var all, visible int
+		if err := super.QueryRow(ctx, q).Scan(&all); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if err := app.QueryRow(ctx, q).Scan(&visible); err != nil {
+			t.Fatalf("%s as %s: %v", q, store.DefaultAppRole, err)
+		}
+		seen += all
+		if visible != 0 {
+			t.Errorf("shard %s: %d of its %d rows seen on the worker with no tenant declared", s.name, visible, all)
+		}
+	}
+	if seen == 0 {
+		t.Error("the worker's shards hold no row: the test proves nothing")
+	}
+}
