@@ -66,7 +66,8 @@ func (s *Store) SessionImport(ctx context.Context, p SessionImportParams, next f
 		if err != nil {
 			return err
 		}
-		w := &importer{tx: tx, tenantID: p.TenantID, sessionID: sess.ID, next: next, keepIDs: p.KeepIDs}
+		w := &importer{tx: tx, tenantID: p.TenantID, sessionID: sess.ID, next: next, keepIDs: p.KeepIDs,
+			appRole: s.appRole, choresRole: s.choresRole}
 		for {
 			part, err := w.pull()
 			if errors.Is(err, io.EOF) {
@@ -148,6 +149,8 @@ func (s *Store) importSession(ctx context.Context, tx pgx.Tx, p SessionImportPar
 type importer struct {
 	tx        pgx.Tx
 	tenantID  string
+	// appRole and choresRole are the store's (bulk).
+	appRole, choresRole string
 	sessionID string
 	next      func() (ImportPart, error)
 	keepIDs   bool
@@ -186,8 +189,11 @@ const importTurnsHeld = 10_000
 // importTurnsHeld turns wait.
 func (w *importer) copyHistory(ctx context.Context, first ImportPart) error {
 	src := &historySource{w: w, part: &first}
-	if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{"messages"},
-		[]string{"tenant_id", "session_id", "seq", "turn_id", "origin", "message", "extra", "created_at"}, src); err != nil {
+	if err := w.bulk(ctx, func() error {
+		_, err := w.tx.CopyFrom(ctx, pgx.Identifier{"messages"},
+			[]string{"tenant_id", "session_id", "seq", "turn_id", "origin", "message", "extra", "created_at"}, src)
+		return err
+	}); err != nil {
 		if src.err != nil {
 			return src.err
 		}
@@ -328,6 +334,22 @@ func (w *importer) add(ctx context.Context, part ImportPart) error {
 	return nil
 }
 
+// bulk runs fn, a COPY, as the chores role, and comes back to the app
+// role: PostgreSQL refuses COPY FROM into a table with row-level security,
+// so an import's bulk writes are the one write of a tenant's that passes
+// the tenant wall (docs/security.md). Every row they write has the
+// importer's tenant, set by the importer, never read from the document.
+func (w *importer) bulk(ctx context.Context, fn func() error) error {
+	if _, err := w.tx.Exec(ctx, "SET LOCAL ROLE "+pgx.Identifier{w.choresRole}.Sanitize()); err != nil {
+		return interpretError(err)
+	}
+	if err := fn(); err != nil {
+		return err
+	}
+	_, err := w.tx.Exec(ctx, "SET LOCAL ROLE "+pgx.Identifier{w.appRole}.Sanitize())
+	return interpretError(err)
+}
+
 // compactionID returns a new compaction id from the table's identity, a
 // block of them at a time: the session's later compactions get greater ids,
 // as its imported ones keep their order.
@@ -363,7 +385,10 @@ func (w *importer) flush(ctx context.Context) error {
 		if len(*t.rows) == 0 {
 			continue
 		}
-		if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{t.table}, t.cols, pgx.CopyFromRows(*t.rows)); err != nil {
+		if err := w.bulk(ctx, func() error {
+			_, err := w.tx.CopyFrom(ctx, pgx.Identifier{t.table}, t.cols, pgx.CopyFromRows(*t.rows))
+			return err
+		}); err != nil {
 			return fmt.Errorf("write %s: %w", t.table, interpretError(err))
 		}
 		*t.rows = (*t.rows)[:0]

@@ -59,8 +59,10 @@ type Store struct {
 	// its chores role (wall.go).
 	pool   *pgxpool.Pool
 	chores *pgxpool.Pool
-	sealer *sealer
-	now    func() time.Time
+	// appRole and choresRole are the roles the pools take.
+	appRole, choresRole string
+	sealer              *sealer
+	now                 func() time.Time
 	// webhooksQueued: see WebhooksQueued.
 	webhooksQueued chan string
 }
@@ -85,7 +87,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{pool: pool, chores: chores, now: cfg.Now, webhooksQueued: make(chan string, 1024)}
+	s := &Store{pool: pool, chores: chores, appRole: appRole, choresRole: choresRole, now: cfg.Now, webhooksQueued: make(chan string, 1024)}
 	if s.now == nil {
 		s.now = time.Now
 	}
