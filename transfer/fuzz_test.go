@@ -7,7 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-		"testing"
+	"testing"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/store"
