@@ -20,7 +20,13 @@ ALTER TABLE sessions ADD COLUMN history_trimmed_through bigint NOT NULL DEFAULT 
 -- reading the others.
 CREATE INDEX sessions_idle ON sessions (tenant_id, updated_at);
 
+-- Deleting a session deletes the idempotency keys that created it (a row
+-- of it like any other): found by the session, not by reading every key of
+-- the tenant.
+CREATE INDEX idempotency_keys_session ON idempotency_keys (tenant_id, session_id);
+
 -- +goose Down
+DROP INDEX idempotency_keys_session;
 DROP INDEX sessions_idle;
 ALTER TABLE sessions DROP COLUMN history_trimmed_through;
 ALTER TABLE tenants DROP COLUMN retention_full_history_days, DROP COLUMN retention_idle_session_days;

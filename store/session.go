@@ -565,6 +565,10 @@ func deleteSession(ctx context.Context, tx pgx.Tx, tenantID, owner, id string, o
 			input_tokens = u.input_tokens + excluded.input_tokens,
 			output_tokens = u.output_tokens + excluded.output_tokens`,
 		tenantID, id, owner)
+	// The idempotency keys that created it (no foreign key: a key is
+	// recorded with the session it made, in the same transaction).
+	// A deletion that finds no session rolls back.
+	b.Queue(`DELETE FROM idempotency_keys WHERE tenant_id = $1 AND session_id = $2`, tenantID, id)
 	b.Queue(`DELETE FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)
 		RETURNING coalesce(active_turn_id, '')`, tenantID, id, owner)
 	b.Queue(outbox.sql, outbox.args...)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/aapclient"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/store/storetest"
 	"github.com/aapd/aapd/webhooks"
@@ -68,7 +69,7 @@ func TestRetentionSweepsIdleSessions(t *testing.T) {
 		c.say(sid, "hello "+sid)
 	}
 	var fork struct {
-		ID string `json:"id"`
+		ID string `json:"sessionId"`
 	}
 	c.do("POST", "/sessions/"+idle+"/fork", map[string]any{}).expect(t, http.StatusCreated).json(t, &fork)
 	forkHistory := c.history(fork.ID, aap.HistoryFull)
@@ -90,15 +91,9 @@ func TestRetentionSweepsIdleSessions(t *testing.T) {
 	if rows := sessionRows(t, dbURL, tn.ID, idle); len(rows) != 0 {
 		t.Errorf("rows of the swept session left: %v", rows)
 	}
-	var list struct {
-		Sessions []struct {
-			ID string `json:"id"`
-		} `json:"sessions"`
-	}
-	c.do("GET", "/sessions?limit=100", nil).expect(t, http.StatusOK).json(t, &list)
 	var ids []string
-	for _, s := range list.Sessions {
-		ids = append(ids, s.ID)
+	for _, s := range c.listSessions(aapclient.ListOptions{Limit: 100}).Sessions {
+		ids = append(ids, s.SessionID)
 	}
 	slices.Sort(ids)
 	want := []string{used, kept, fork.ID}
@@ -110,13 +105,13 @@ func TestRetentionSweepsIdleSessions(t *testing.T) {
 		t.Errorf("the fork's history after its source was swept:\n%v\nwant\n%v", got, forkHistory)
 	}
 	var usage struct {
-		Total struct {
+		Totals struct {
 			Turns int64 `json:"turns"`
-		} `json:"total"`
+		} `json:"totals"`
 	}
 	op.do("GET", "/tenants/"+tn.Name+"/usage", nil).expect(t, http.StatusOK).json(t, &usage)
-	if usage.Total.Turns != 4 {
-		t.Errorf("usage after the sweep: %d turns, want 4 (the swept session's stay)", usage.Total.Turns)
+	if usage.Totals.Turns != 4 {
+		t.Errorf("usage after the sweep: %d turns, want 4 (the swept session's stay)", usage.Totals.Turns)
 	}
 
 	reqs := rcv.waitRequests(t, 1)
