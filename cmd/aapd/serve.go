@@ -23,6 +23,7 @@ import (
 	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/httpapi/admin"
 	"github.com/aapd/aapd/httpapi/agui"
+	openaidoor "github.com/aapd/aapd/httpapi/openai"
 	"github.com/aapd/aapd/httpapi/sandboxagent"
 	v1 "github.com/aapd/aapd/httpapi/v1"
 	v3 "github.com/aapd/aapd/httpapi/v3"
@@ -396,6 +397,7 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 			v1.New(v1.Config{Sessions: m.Store, Agents: registry, Runner: m.Runner}),
 			agui.New(agui.Config{Store: m.Store, Agents: registry, Runner: m.Runner}),
 			sandboxagent.New(sandboxagent.Config{Store: m.Store, Agents: registry, Runner: m.Runner}),
+			openaidoor.New(openaidoor.Config{Store: m.Store, Agents: registry, Runner: m.Runner}),
 		},
 		MetaRequiresAuth: m.cfg.MetaRequiresAuth, CORSOrigins: m.cfg.CORSOrigins,
 		MaxBodyBytes: m.cfg.MaxBodyBytes, KeepAlive: m.cfg.KeepAlive, Logger: m.log,
