@@ -77,8 +77,8 @@ type Sweeper struct {
 	done    chan struct{} // the owner goroutine returned
 	started bool
 	stop    sync.Once
-	ctx  context.Context
-	end  context.CancelFunc // ends the sweep in progress
+	ctx     context.Context
+	end     context.CancelFunc // ends the sweep in progress
 }
 
 // New returns a sweeper; Start runs it every interval, Sweep once.

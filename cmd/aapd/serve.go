@@ -29,9 +29,9 @@ import (
 	v3 "github.com/aapd/aapd/httpapi/v3"
 	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/quota"
+	"github.com/aapd/aapd/retention"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/turnqueue"
-	"github.com/aapd/aapd/retention"
 	"github.com/aapd/aapd/webhooks"
 )
 
