@@ -534,37 +534,8 @@ func (s *Store) SessionDeleteOwned(ctx context.Context, tenantID, owner, id stri
 		return "", err
 	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		b.Queue(`SELECT 1 FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3) FOR UPDATE`,
-			tenantID, id, owner)
-		queueInheritedMaterialize(b, tenantID, id, owner)
-		b.Queue(`
-			INSERT INTO usage_daily AS u (tenant_id, day, agent_name, turns, input_tokens, output_tokens)
-			SELECT t.tenant_id, (t.created_at AT TIME ZONE 'UTC')::date, s.agent_name, count(*), sum(t.input_tokens), sum(t.output_tokens)
-			FROM sessions s JOIN turns t ON t.tenant_id = s.tenant_id AND t.session_id = s.id
-			WHERE s.tenant_id = $1 AND s.id = $2 AND ($3 = '' OR s.owner = $3)
-			GROUP BY 1, 2, 3
-			ON CONFLICT (tenant_id, day, agent_name) DO UPDATE SET
-				turns = u.turns + excluded.turns,
-				input_tokens = u.input_tokens + excluded.input_tokens,
-				output_tokens = u.output_tokens + excluded.output_tokens`,
-			tenantID, id, owner)
-		b.Queue(`DELETE FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)
-			RETURNING coalesce(active_turn_id, '')`, tenantID, id, owner)
-		b.Queue(outbox.sql, outbox.args...)
-		br := tx.SendBatch(ctx, b)
-		defer br.Close()
-		// Every statement but the last two (the deletion, then the
-		// webhook event) is executed; those two return a row each.
-		for range b.Len() - 2 {
-			if _, err := br.Exec(); err != nil {
-				return interpretError(err)
-			}
-		}
-		if err := br.QueryRow().Scan(&activeTurnID); err != nil {
-			return interpretError(err)
-		}
-		return interpretError(outbox.scan(br.QueryRow()))
+		activeTurnID, err = deleteSession(ctx, tx, tenantID, owner, id, outbox)
+		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("delete session %s: %w", id, err)
@@ -573,6 +544,50 @@ func (s *Store) SessionDeleteOwned(ctx context.Context, tenantID, owner, id stri
 		s.webhooksQueuedFor(tenantID)
 	}
 	return activeTurnID, nil
+}
+
+// deleteSession deletes a session of owner ("" for any) in tx, as
+// SessionDeleteOwned describes, with the webhook event outbox queues;
+// ErrNotFound when there is no such session.
+func deleteSession(ctx context.Context, tx pgx.Tx, tenantID, owner, id string, outbox batchStmt) (activeTurnID string, err error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT 1 FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3) FOR UPDATE`,
+		tenantID, id, owner)
+	queueInheritedMaterialize(b, tenantID, id, owner)
+	b.Queue(`
+		INSERT INTO usage_daily AS u (tenant_id, day, agent_name, turns, input_tokens, output_tokens)
+		SELECT t.tenant_id, (t.created_at AT TIME ZONE 'UTC')::date, s.agent_name, count(*), sum(t.input_tokens), sum(t.output_tokens)
+		FROM sessions s JOIN turns t ON t.tenant_id = s.tenant_id AND t.session_id = s.id
+		WHERE s.tenant_id = $1 AND s.id = $2 AND ($3 = '' OR s.owner = $3)
+		GROUP BY 1, 2, 3
+		ON CONFLICT (tenant_id, day, agent_name) DO UPDATE SET
+			turns = u.turns + excluded.turns,
+			input_tokens = u.input_tokens + excluded.input_tokens,
+			output_tokens = u.output_tokens + excluded.output_tokens`,
+		tenantID, id, owner)
+	// The idempotency keys that created it (no foreign key: a key is
+	// recorded with the session it made, in the same transaction).
+	// A deletion that finds no session rolls back.
+	b.Queue(`DELETE FROM idempotency_keys WHERE tenant_id = $1 AND session_id = $2`, tenantID, id)
+	b.Queue(`DELETE FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)
+		RETURNING coalesce(active_turn_id, '')`, tenantID, id, owner)
+	b.Queue(outbox.sql, outbox.args...)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	// Every statement but the last two (the deletion, then the webhook
+	// event) is executed; those two return a row each.
+	for range b.Len() - 2 {
+		if _, err := br.Exec(); err != nil {
+			return "", interpretError(err)
+		}
+	}
+	if err := br.QueryRow().Scan(&activeTurnID); err != nil {
+		return "", interpretError(err)
+	}
+	if err := outbox.scan(br.QueryRow()); err != nil {
+		return "", interpretError(err)
+	}
+	return activeTurnID, interpretError(br.Close())
 }
 
 // idPattern is the form of every id this store issues: a prefix and the

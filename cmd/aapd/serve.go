@@ -29,6 +29,7 @@ import (
 	v3 "github.com/aapd/aapd/httpapi/v3"
 	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/quota"
+	"github.com/aapd/aapd/retention"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/turnqueue"
 	"github.com/aapd/aapd/webhooks"
@@ -87,6 +88,11 @@ type Config struct {
 	// WebhookTLS, when set, is the TLS configuration of webhook requests
 	// (tests trust their receivers with it); nil: the system's roots.
 	WebhookTLS *tls.Config
+	// Retention is the default retention policy of a tenant without its
+	// own (docs/lifecycle.md); zero fields keep forever.
+	Retention store.TenantRetention
+	// RetentionInterval is the time between two retention sweeps.
+	RetentionInterval time.Duration
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
@@ -142,6 +148,9 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	f.fromEnv("admin-token-file", "AAPD_ADMIN_TOKEN_FILE")
 	f.BoolVar(&cfg.WebhookAllowPrivate, "webhook-allow-private", false, "admit webhook URLs on loopback and private addresses, and http ones (tests, on-premises receivers)")
 	f.fromEnv("webhook-allow-private", "AAPD_WEBHOOK_ALLOW_PRIVATE")
+	retentionFlags(f, &cfg.Retention)
+	f.DurationVar(&cfg.RetentionInterval, "retention-interval", retention.DefaultInterval, "time between two retention sweeps (one replica sweeps at a time)")
+	f.fromEnv("retention-interval", "AAPD_RETENTION_INTERVAL")
 	level := f.String("log-level", "info", "debug, info, warn or error")
 	f.fromEnv("log-level", "AAPD_LOG_LEVEL")
 	if err := f.parse(args); err != nil {
@@ -190,6 +199,12 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	}
 	if cfg.Addr == "" {
 		return Config{}, &usageError{"--addr must not be empty (e.g. :8080)"}
+	}
+	if err := checkRetention(cfg.Retention); err != nil {
+		return Config{}, err
+	}
+	if cfg.RetentionInterval < time.Second {
+		return Config{}, &usageError{"--retention-interval must be at least 1s"}
 	}
 	if err := cfg.Edge.check(); err != nil {
 		return Config{}, err
@@ -247,6 +262,9 @@ type Main struct {
 	// Webhooks sends the tenants' webhook deliveries (every replica runs
 	// one).
 	Webhooks *webhooks.Deliverer
+	// Retention sweeps what the tenants' retention policies no longer
+	// keep (every replica runs one; one sweeps at a time).
+	Retention *retention.Sweeper
 	// Registry holds every metric the process exports.
 	Registry *prometheus.Registry
 	agents   *agentconfig.Loaded
@@ -410,6 +428,9 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 	}
 	m.Queue = turnqueue.New(turnqueue.Config{Store: m.Store, Runner: m.Runner, Logger: m.log})
 	m.Queue.Start()
+	m.Retention = retention.New(retention.Config{Store: m.Store, Logger: m.log, Registry: m.Registry,
+		Defaults: m.cfg.Retention, Interval: m.cfg.RetentionInterval})
+	m.Retention.Start()
 	m.http = m.cfg.Edge.server(httpapi.Traced(m.API, m.tracing.provider), m.log)
 	go func() { m.served <- m.http.Serve(m.ln) }()
 	m.serveMetrics()
@@ -491,6 +512,7 @@ func (m *Main) shutdown(delay time.Duration) error {
 	// No more background turns are taken from the queue; those running
 	// here are handed back to it if the drain cannot wait for them.
 	m.Queue.Stop()
+	m.Retention.Stop()
 	drainCtx, cancel := context.WithTimeout(context.Background(), m.cfg.DrainTimeout)
 	defer cancel()
 	httpDone := make(chan error, 1)
@@ -533,6 +555,9 @@ func (m *Main) close() {
 	}
 	if m.Queue != nil {
 		m.Queue.Stop()
+	}
+	if m.Retention != nil {
+		m.Retention.Stop()
 	}
 	if m.API != nil {
 		m.API.Close()
