@@ -161,6 +161,12 @@ type StartParams struct {
 	MessageIDs     []string
 	IdempotencyKey string
 	RequestHash    []byte
+	// Create, when set, is the session to create for the turn, with
+	// SessionID as its id: it is created in the claim's transaction, so
+	// that it exists with its first turn or not at all
+	// (store.TurnBeginParams.Create). A creation key used before is a
+	// *store.SessionKeyUsedError (CreateAndStart replays it).
+	Create *store.SessionCreateParams
 
 	// requestSpan is the span of the request that started the turn, the
 	// turn's span's parent and link (trace.go).
@@ -371,7 +377,7 @@ func (r *Runner) beginParams(ref store.TurnRef, p *StartParams) (params *store.T
 		TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: ref.TurnID, Stream: p.Request.Mode(),
 		Owner: r.cfg.Owner(), Lease: r.cfg.Lease, SessionOwner: p.Owner,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
-		AsyncCommit: p.awaited, Background: p.background,
+		AsyncCommit: p.awaited, Background: p.background, Create: p.Create,
 		Prepare: func(sess store.Session) (store.TurnPlan, error) {
 			agent, ok := r.cfg.Agents.Get(sess.AgentName)
 			if !ok {

@@ -8,9 +8,13 @@
 -- tenants.retention_full_history_days: full-history messages older than
 -- this that a compaction has already summarised may be dropped; the
 -- compacted history stays whole.
+-- (The checks are statements of their own, named as inline ones would be:
+-- Citus adds no column with a constraint to a reference table.)
 ALTER TABLE tenants
-    ADD COLUMN retention_idle_session_days integer CHECK (retention_idle_session_days > 0),
-    ADD COLUMN retention_full_history_days integer CHECK (retention_full_history_days > 0);
+    ADD COLUMN retention_idle_session_days integer,
+    ADD COLUMN retention_full_history_days integer;
+ALTER TABLE tenants ADD CONSTRAINT tenants_retention_idle_session_days_check CHECK (retention_idle_session_days > 0);
+ALTER TABLE tenants ADD CONSTRAINT tenants_retention_full_history_days_check CHECK (retention_full_history_days > 0);
 
 -- sessions.history_trimmed_through: the full history's messages 1 to this
 -- seq were dropped by retention (0: none); a history read says so.

@@ -178,6 +178,12 @@ type TurnBeginParams struct {
 	// a *QueueFullError once the tenant has that many turns waiting.
 	Queued    bool
 	MaxQueued int
+	// Create, when set, creates the session the turn is claimed on, with
+	// SessionID as its id, in the claim's own transaction
+	// (turnBeginCreate): a session created for its first turn (AAP v1's
+	// PUT /session) exists with that turn or not at all. Its TenantID is
+	// the claim's.
+	Create *SessionCreateParams
 }
 
 // KnownSession is a session as a write of this process left it: its
@@ -258,6 +264,9 @@ func (s *Store) turnBegin(ctx context.Context, p *TurnBeginParams) (*TurnBegun, 
 		return nil, interpretError(err)
 	}
 	defer conn.Release()
+	if p.Create != nil {
+		return s.turnBeginCreate(ctx, conn, p)
+	}
 	if p.Known != nil && !p.Known.Version.IsZero() && !p.Queued {
 		out, claimed, err := s.turnBeginKnown(ctx, conn, p)
 		if claimed || err != nil {

@@ -48,6 +48,7 @@ var fuzzRoutes = []fuzzRoute{
 	{method: "POST", path: "/admin/v1/tenants/{tenant}/webhooks", admin: true, seedBody: `{"url":"https://hooks.example.com/x","events":["turn.completed"]}`},
 	{method: "GET", path: "/admin/v1/tenants", admin: true, seedQuery: "limit=1&cursor=eA"},
 	{method: "PUT", path: "/admin/v1/tenants/{tenant}/limits", admin: true, seedBody: `{"turnsPerMinute":100}`},
+	{method: "PUT", path: "/admin/v1/tenants/{tenant}/retention", admin: true, seedBody: `{"idleSessionDays":90,"fullHistoryDays":1.5}`},
 }
 
 // FuzzFrontDoors sends fuzzed requests to every door of a real server
