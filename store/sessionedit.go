@@ -132,3 +132,30 @@ func (s *Store) SessionAppend(ctx context.Context, tenantID, owner, id string, m
 	}
 	return first, nil
 }
+
+// TurnClientMessages returns what the client sent in a turn (its user
+// message, its tool results), with their seqs: a response's input items.
+func (s *Store) TurnClientMessages(ctx context.Context, tenantID, sessionID, turnID string) ([]StoredMessage, error) {
+	rows, err := s.pool.Query(ctx, `SELECT seq, seq, message::text, extra::text FROM messages
+		WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3 AND origin = 'client'
+		ORDER BY seq`, tenantID, sessionID, turnID)
+	if err != nil {
+		return nil, fmt.Errorf("load the input of turn %s: %w", turnID, interpretError(err))
+	}
+	out, err := scanHistory(rows)
+	if err != nil {
+		return nil, fmt.Errorf("load the input of turn %s: %w", turnID, err)
+	}
+	return out, nil
+}
+
+// TurnGetByKey returns the turn of a session an idempotency key started;
+// ErrNotFound if none did.
+func (s *Store) TurnGetByKey(ctx context.Context, tenantID, sessionID, key string) (Turn, error) {
+	t, err := scanTurn(s.pool.QueryRow(ctx, `SELECT `+turnColumns+` FROM turns
+		WHERE tenant_id = $1 AND session_id = $2 AND idempotency_key = $3`, tenantID, sessionID, key))
+	if err != nil {
+		return Turn{}, fmt.Errorf("load the turn of an idempotency key: %w", err)
+	}
+	return t, nil
+}

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	openaisdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/conversations"
@@ -261,11 +262,37 @@ func TestOpenAIFunctionTools(t *testing.T) {
 	if !strings.Contains(second.OutputText(), "sunny") || second.PreviousResponseID != first.ID {
 		t.Fatalf("after the output: %s", second.RawJSON())
 	}
-	// The first response is no longer the latest of its session.
-	_, err = api.Responses.New(ctx, responses.ResponseNewParams{Model: "echo", PreviousResponseID: openaisdk.String(first.ID),
-		Input: responses.ResponseNewParamsInputUnion{OfString: openaisdk.String("again")}})
-	if e := apiErr(t, err); e.StatusCode != http.StatusConflict || e.Param != "previous_response_id" {
-		t.Fatalf("an earlier response: %d %s", e.StatusCode, e.RawJSON())
+	// The same request again (a retry) replays its response: no turn runs twice.
+	retried, err := api.Responses.New(ctx, responses.ResponseNewParams{Model: "echo", PreviousResponseID: openaisdk.String(first.ID),
+		Tools: []responses.ToolUnionParam{weather},
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{CallID: openaisdk.String(call.CallID),
+				Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openaisdk.String("sunny")}}}}}})
+	if err != nil || retried.ID != second.ID {
+		t.Fatalf("a retry: %v, response %v, first answered %s", err, retried, second.ID)
+	}
+	// Another continuation of an earlier response, no longer the latest:
+	// a fork of its conversation at that response.
+	say := func(prev, text string) *responses.Response {
+		t.Helper()
+		p := responses.ResponseNewParams{Model: "echo", Input: responses.ResponseNewParamsInputUnion{OfString: openaisdk.String(text)}}
+		if prev != "" {
+			p.PreviousResponseID = openaisdk.String(prev)
+		}
+		r, err := api.Responses.New(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	one := say("", "one")
+	two := say(one.ID, "two")
+	three := say(one.ID, "three")
+	if three.OutputText() != "Echo: three" || three.ID[:5+32] == one.ID[:5+32] {
+		t.Fatalf("fork: %s", three.RawJSON())
+	}
+	if again, err := api.Responses.Get(ctx, two.ID, responses.ResponseGetParams{}); err != nil || again.OutputText() != "Echo: two" {
+		t.Fatalf("the original goes on: %v %v", err, again)
 	}
 
 	// Stateless: the whole exchange sent again, nothing kept.
@@ -439,5 +466,72 @@ func TestOpenAIStreaming(t *testing.T) {
 	}
 	if !strings.Contains(args, "Rome") || types[len(types)-1] != "response.completed" {
 		t.Fatalf("function call stream %q, arguments %q", types, args)
+	}
+}
+
+// Background responses: answered at once, read until done, followed as a
+// stream from a sequence number, cancelled; a response's input items; a
+// response deleted with the session it alone made.
+func TestOpenAIBackground(t *testing.T) {
+	t.Parallel()
+	s := startParallelServer(t)
+	c := s.newTenant(t)
+	api := c.openai()
+	ctx := context.Background()
+
+	bg, err := api.Responses.New(ctx, responses.ResponseNewParams{Model: "echo", Background: openaisdk.Bool(true),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openaisdk.String("/slow 100\nlater please")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bg.Status != responses.ResponseStatusInProgress && bg.Status != responses.ResponseStatusQueued {
+		t.Fatalf("background answered %s", bg.RawJSON())
+	}
+	var done *responses.Response
+	waitFor(t, "the background response", 30*time.Second, func() bool {
+		done, err = api.Responses.Get(ctx, bg.ID, responses.ResponseGetParams{})
+		return err == nil && done.Status == responses.ResponseStatusCompleted
+	})
+	if done.OutputText() != "Echo: later please" {
+		t.Fatalf("background output %s", done.RawJSON())
+	}
+	stream := api.Responses.GetStreaming(ctx, bg.ID, responses.ResponseGetParams{StartingAfter: openaisdk.Int(2)})
+	var seqs []int64
+	var last string
+	for stream.Next() {
+		seqs = append(seqs, stream.Current().SequenceNumber)
+		last = stream.Current().Type
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(seqs) == 0 || seqs[0] != 3 || last != "response.completed" {
+		t.Fatalf("resumed stream: sequence numbers %v, last %s", seqs, last)
+	}
+
+	in, err := api.Responses.InputItems.List(ctx, bg.ID, responses.InputItemListParams{})
+	if err != nil || len(in.Data) != 1 || in.Data[0].Type != "message" {
+		t.Fatalf("input items %v: %v", in, err)
+	}
+
+	slow, err := api.Responses.New(ctx, responses.ResponseNewParams{Model: "echo", Background: openaisdk.Bool(true),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openaisdk.String("/slow 500\n/words 40")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, err := api.Responses.Cancel(ctx, slow.ID)
+	if err != nil || cancelled.Status != responses.ResponseStatusCancelled {
+		t.Fatalf("cancel: %v %v", err, cancelled)
+	}
+
+	if err := api.Responses.Delete(ctx, bg.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.Responses.Get(ctx, bg.ID, responses.ResponseGetParams{}); apiErr(t, err).StatusCode != http.StatusNotFound {
+		t.Fatal("a deleted response is still there")
+	}
+	other := s.newTenant(t).openai()
+	if _, err := other.Responses.Get(ctx, slow.ID, responses.ResponseGetParams{}); apiErr(t, err).StatusCode != http.StatusNotFound {
+		t.Fatal("another tenant reads the response")
 	}
 }

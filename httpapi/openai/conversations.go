@@ -272,6 +272,17 @@ func (d *Door) listItems(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	items, err := d.allItems(r, sess)
+	if err != nil {
+		return err
+	}
+	return d.writePage(w, r, items)
+}
+
+// writePage answers a page of items (oldest first), as the query asks:
+// newest first unless order=asc, limit (1 to 100, 20) after the item named
+// by after.
+func (d *Door) writePage(w http.ResponseWriter, r *http.Request, items []Item) error {
 	q := r.URL.Query()
 	limit := defaultItemLimit
 	if v := q.Get("limit"); v != "" {
@@ -281,25 +292,17 @@ func (d *Door) listItems(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	order := q.Get("order")
-	switch order {
-	case "":
-		order = "desc"
-	case "asc", "desc":
+	switch q.Get("order") {
+	case "", "desc":
+		slices.Reverse(items)
+	case "asc":
 	default:
 		return invalid("order", `must be "asc" or "desc"`)
-	}
-	items, err := d.allItems(r, sess)
-	if err != nil {
-		return err
-	}
-	if order == "desc" {
-		slices.Reverse(items)
 	}
 	if after := q.Get("after"); after != "" {
 		i := slices.IndexFunc(items, func(it Item) bool { return it.ID == after })
 		if i < 0 {
-			return notFound("after", "conversation %s has no item %q", sess.ID, after)
+			return notFound("after", "no item %q", after)
 		}
 		items = items[i+1:]
 	}

@@ -63,4 +63,7 @@ func (d *Door) Mount(r *mux.Router, e httpapi.Edge) {
 	r.Handle(Prefix+"/conversations/{conversation_id}/items/{item_id}", e.Guard(write, d.deleteItem)).Methods(http.MethodDelete)
 	r.Handle(Prefix+"/responses", e.Guard(write, d.createResponse)).Methods(http.MethodPost)
 	r.Handle(Prefix+"/responses/{response_id}", e.Guard(read, d.getResponse)).Methods(http.MethodGet)
+	r.Handle(Prefix+"/responses/{response_id}", e.Guard(write, d.deleteResponse)).Methods(http.MethodDelete)
+	r.Handle(Prefix+"/responses/{response_id}/cancel", e.Guard(write, d.cancelResponse)).Methods(http.MethodPost)
+	r.Handle(Prefix+"/responses/{response_id}/input_items", e.Guard(read, d.listInputItems)).Methods(http.MethodGet)
 }

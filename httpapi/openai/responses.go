@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/gorilla/mux"
-
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/httpapi"
@@ -66,6 +64,12 @@ type turnInput struct {
 	prev     string // previous_response_id
 	store    bool
 	stream   bool
+	// background runs the turn as a background turn (docs/background.md),
+	// answered at once.
+	background bool
+	// forked is set once the turn runs on a fork of the previous
+	// response's session (it was not that session's latest).
+	forked bool
 }
 
 // mode is the stream mode of the input's turn on agent a.
@@ -88,8 +92,9 @@ func (d *Door) decode(body []byte) (*turnInput, error) {
 		in.store = *req.Store
 	}
 	in.stream = req.Stream != nil && *req.Stream
-	if req.Background != nil && *req.Background {
-		return nil, unsupported("background", "this server does not run background responses yet: send background false")
+	in.background = req.Background != nil && *req.Background
+	if in.background && !in.store {
+		return nil, invalid("background", "a background response is kept until read: it cannot be store false")
 	}
 	if len(req.Conversation) > 0 && string(req.Conversation) != "null" {
 		var ref conversationRef
@@ -285,6 +290,11 @@ func (d *Door) createResponse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if key == "" && in.prev != "" {
+		// Continuing one response with one input is one request: a retry
+		// of it replays the turn the first started (previous).
+		key = derivedKey(hash)
+	}
 	var (
 		h    *agents.Handle
 		sess store.Session
@@ -303,6 +313,9 @@ func (d *Door) createResponse(w http.ResponseWriter, r *http.Request) error {
 	}
 	if in.stream {
 		return d.streamResponse(w, r, h, sess, in)
+	}
+	if in.background {
+		return httpapi.WriteJSON(w, http.StatusOK, d.started(h, sess, in))
 	}
 	resp, err := d.respond(r.Context(), h, sess, in)
 	if err != nil {
@@ -345,6 +358,9 @@ func (d *Door) startNew(r *http.Request, in *turnInput, key string, hash []byte)
 	if req.Agent != nil {
 		cfg.Options = req.Agent.Options
 	}
+	if in.background {
+		return d.startNewBackground(r, in, aap.CreateSessionRequest{Agent: cfg, Messages: msgs[:n], Tools: in.tools}, first, key, hash)
+	}
 	h, err := d.cfg.Runner.CreateAndStart(r.Context(), agents.CreateParams{
 		TenantID: httpapi.TenantOf(r), Owner: httpapi.OwnerOf(r),
 		Session: aap.CreateSessionRequest{Agent: cfg, Messages: msgs[:n], Tools: in.tools},
@@ -369,7 +385,7 @@ func (d *Door) startOn(r *http.Request, in *turnInput, key string, hash []byte) 
 	if in.convID != "" {
 		sess, err = d.session(r, in.convID, "conversation")
 	} else {
-		sess, err = d.previous(r, in.prev)
+		sess, err = d.previous(r, in, key)
 	}
 	if err != nil {
 		return nil, store.Session{}, err
@@ -399,13 +415,20 @@ func (d *Door) startOn(r *http.Request, in *turnInput, key string, hash []byte) 
 		return nil, store.Session{}, err
 	}
 	start := d.cfg.Runner.Run
-	if in.stream {
+	switch {
+	case in.background:
+		start = d.cfg.Runner.StartBackground
+	case in.stream:
 		start = d.cfg.Runner.Start
 	}
 	h, err := start(r.Context(), agents.StartParams{
 		TenantID: sess.TenantID, SessionID: sess.ID, Owner: httpapi.OwnerOf(r), Request: req,
 		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()),
 	})
+	if err != nil && in.forked {
+		// The fork was made for this turn only.
+		d.forget(r, sess)
+	}
 	if err != nil {
 		return nil, store.Session{}, err
 	}
@@ -415,9 +438,12 @@ func (d *Door) startOn(r *http.Request, in *turnInput, key string, hash []byte) 
 	return h, sess, nil
 }
 
-// previous resolves previous_response_id: the session of that response,
-// which must be the session's latest.
-func (d *Door) previous(r *http.Request, id string) (store.Session, error) {
+// previous resolves previous_response_id: the session of that response
+// when it is the session's latest, or when the turn after it is this
+// request's (a retry, told by its key); otherwise a fork of the session
+// at that response's end (store.SessionFork), on which the turn runs.
+func (d *Door) previous(r *http.Request, in *turnInput, key string) (store.Session, error) {
+	id := in.prev
 	sessionID, turnID, ok := parseResponseID(id)
 	if !ok {
 		return store.Session{}, notFound("previous_response_id", "no response %q", id)
@@ -433,17 +459,42 @@ func (d *Door) previous(r *http.Request, id string) (store.Session, error) {
 	if len(page.Turns) == 0 {
 		return store.Session{}, notFound("previous_response_id", "no response %q", id)
 	}
-	if page.Turns[0].ID != turnID {
-		if _, err := d.cfg.Store.TurnGet(r.Context(), sess.TenantID, sess.ID, turnID); err != nil {
-			return store.Session{}, notFound("previous_response_id", "no response %q", id)
+	if page.Turns[0].ID == turnID {
+		return sess, nil
+	}
+	if _, err := d.cfg.Store.TurnGet(r.Context(), sess.TenantID, sess.ID, turnID); err != nil {
+		return store.Session{}, notFound("previous_response_id", "no response %q", id)
+	}
+	if key != "" {
+		switch _, err := d.cfg.Store.TurnGetByKey(r.Context(), sess.TenantID, sess.ID, key); {
+		case err == nil:
+			return sess, nil // the turn replays
+		case !errors.Is(err, store.ErrNotFound):
+			return store.Session{}, err
 		}
+	}
+	fork, err := d.cfg.Store.SessionFork(r.Context(), store.SessionForkParams{
+		TenantID: sess.TenantID, Owner: httpapi.OwnerOf(r), SessionID: sess.ID, Point: store.ForkPoint{TurnID: turnID},
+		NewOwner: sess.Owner,
+	})
+	var conflict *store.PointConflictError
+	if errors.As(err, &conflict) {
 		p := httpapi.NewProblem(http.StatusConflict, slugNotLatest, "Conflict",
-			"response %s is not the latest of its conversation (%s is): continue from the latest", id, responseID(sess.ID, page.Turns[0].ID))
+			"response %s is not the latest of its conversation, and the conversation cannot be continued from it: %s", id, conflict.Msg)
 		p.Field = "previous_response_id"
 		return store.Session{}, p
 	}
-	return sess, nil
+	if err != nil {
+		return store.Session{}, err
+	}
+	in.forked = true
+	logctx.FromContext(r.Context()).SetSession(fork.ID)
+	return fork, nil
 }
+
+// derivedKey is the idempotency key of a request that sent none, from
+// the hash of its body and route.
+func derivedKey(hash []byte) string { return fmt.Sprintf("openai-body-%x", hash[:16]) }
 
 // respond waits for the turn's end and returns its response object.
 func (d *Door) respond(ctx context.Context, h *agents.Handle, sess store.Session, in *turnInput) (*Response, error) {
@@ -483,47 +534,4 @@ func (in *turnInput) describe(resp *Response) {
 	if in.convID != "" {
 		resp.Conversation = &conversationRef{ID: in.convID}
 	}
-}
-
-// getResponse is GET /responses/{id}: the response of a turn, as it is.
-func (d *Door) getResponse(w http.ResponseWriter, r *http.Request) error {
-	id := mux.Vars(r)["response_id"]
-	sessionID, turnID, ok := parseResponseID(id)
-	if !ok {
-		return notFound("response_id", "no response %q", id)
-	}
-	sess, err := d.session(r, sessionID, "response_id")
-	if err != nil {
-		return notFound("response_id", "no response %q", id)
-	}
-	turn, err := d.cfg.Store.TurnGet(r.Context(), sess.TenantID, sess.ID, turnID)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFound("response_id", "no response %q", id)
-	}
-	if err != nil {
-		return err
-	}
-	resp := newResponse(sess.ID, turn, sess.AgentName)
-	switch turn.Status {
-	case store.TurnQueued:
-		resp.Status = statusQueued
-	case store.TurnRunning:
-	default:
-		produced, err := d.cfg.Store.TurnMessages(r.Context(), sess.TenantID, sess.ID, turn.ID)
-		if err != nil {
-			return err
-		}
-		agent, _ := d.cfg.Agents.Get(sess.AgentName)
-		var turnErr *aap.TurnError
-		if turn.Error != "" {
-			turnErr = &aap.TurnError{Type: turn.ErrorType, Message: turn.Error}
-		}
-		resp.finish(turn.StopReason, turn.Status, turnErr, agents.Usage{InputTokens: turn.InputTokens, OutputTokens: turn.OutputTokens},
-			outputOf(sess, agent, sess.ClientTools, produced, turn.StopReason))
-		if turn.FinishedAt != nil {
-			at := turn.FinishedAt.Unix()
-			resp.CompletedAt = &at
-		}
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, resp)
 }

@@ -37,6 +37,16 @@ type streamer struct {
 	open *Item
 	// calls maps a server tool's call id to its mcp_call's output index.
 	calls map[string]int
+	// filter, if set, drops the events a resumed stream's client has.
+	filter func([]streamEvent) []streamEvent
+}
+
+// keep is the events to write of those translated.
+func (s *streamer) keep(events []streamEvent) []streamEvent {
+	if s.filter == nil {
+		return events
+	}
+	return s.filter(events)
 }
 
 func newStreamer(resp *Response, t *translator, nextSeq int64) *streamer {

@@ -58,7 +58,7 @@ func (d *Door) follow(ctx context.Context, out *httpapi.SSE, st *streamer, src a
 				batch = append(batch, st.event(e)...)
 			}
 		}
-		if d.write(out, batch) != nil {
+		if d.write(out, st.keep(batch)) != nil {
 			return nil
 		}
 		if ended {
@@ -67,7 +67,7 @@ func (d *Door) follow(ctx context.Context, out *httpapi.SSE, st *streamer, src a
 				d.edge.Logger().WarnContext(ctx, "OpenAI stream: reading the turn's end failed", "err", err)
 				return nil
 			}
-			_ = d.write(out, st.end(resp))
+			_ = d.write(out, st.keep(st.end(resp)))
 			return nil
 		}
 	}
