@@ -5,4 +5,5 @@ const (
 	SessionListSQL        = sessionListSQL
 	SessionListByOwnerSQL = sessionListByOwnerSQL
 	TurnListSQL           = turnListSQL
+	UsageSQL              = usageSQL
 )

@@ -25,6 +25,9 @@ func TestSessionDeleteIdleLeavesNoRowAndKeepsUsage(t *testing.T) {
 	// populatedSession leaves a turn running: finish it first by taking
 	// the claim away, so that only idleness decides.
 	storetest.Exec(t, url, `UPDATE sessions SET active_turn_id = NULL WHERE tenant_id = $1 AND id = $2`, tn.ID, idle)
+	// (Its record ended by hand too: a turn still recorded running would
+	// be counted in the usage by the deletion, not before it.)
+	storetest.Exec(t, url, `UPDATE turns SET status = 'interrupted' WHERE tenant_id = $1 AND session_id = $2 AND status = 'running'`, tn.ID, idle)
 	storetest.AgeSession(t, url, tn.ID, idle, 40*day)
 	usageBefore, err := st.Usage(ctx, tn.ID, time.Now().Add(-day), time.Now().Add(day))
 	if err != nil {

@@ -829,7 +829,7 @@ func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) (SessionVers
 	if err != nil {
 		return SessionVersion{}, err
 	}
-	version, err := s.turnWrite(ctx, p.Ref, p.Step, attempt, rows, false, []batchStmt{outbox}, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
+	version, err := s.turnWrite(ctx, p.Ref, p.Step, attempt, rows, false, []batchStmt{outbox, usageTurnEnded(p.Ref, false)}, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
 		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.ContextTokens, p.ContextUpTo,
 		p.Status, p.StopReason, PgText(p.Error), p.InputTokens, p.OutputTokens, p.Step, log, p.ErrorType, attempt)
 	if err != nil {

@@ -66,6 +66,9 @@ type Config struct {
 	// Edge holds the listeners' timeouts and limits, and where /metrics
 	// is served (edge.go).
 	Edge
+	// Clients says which proxies to believe about a client's address, and
+	// throttles failed authentications by it (edge.go).
+	Clients       Clients
 	EncryptionKey []byte
 	Dev           bool
 	LogLevel      slog.Level
@@ -137,6 +140,7 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	f.DurationVar(&cfg.KeepAlive, "sse-keepalive", httpapi.DefaultKeepAlive, "idle time after which a stream sends a keep-alive comment")
 	f.fromEnv("sse-keepalive", "AAPD_SSE_KEEPALIVE")
 	edgeFlags(f, &cfg.Edge)
+	clientsFlags(f, &cfg.Clients)
 	key := encryptionKeyFlag(f)
 	f.StringVar(&cfg.AgentsFile, "config", "", "agents configuration file (YAML, docs/agents.md); without one, the echo agent alone")
 	f.fromEnv("config", "AAPD_CONFIG")
@@ -207,6 +211,9 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 		return Config{}, &usageError{"--retention-interval must be at least 1s"}
 	}
 	if err := cfg.Edge.check(); err != nil {
+		return Config{}, err
+	}
+	if err := cfg.Clients.check(); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
@@ -405,12 +412,13 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 		Tokens:   auth.VerifierConfig{JWKSMinRefresh: m.cfg.JWKSMinRefresh},
 		Admin:    operator,
 		Registry: m.Registry, Build: buildInfo(),
+		TrustedProxies: m.cfg.Clients.TrustedProxies, AuthThrottle: m.cfg.Clients.AuthThrottle,
 	})
 	// The instance marks this process alive for the claims of its turns,
 	// and brings other processes' cancel requests, key revocations and
-	// removals of token issuers and limit changes.
+	// creations, removals of token issuers and limit changes.
 	if m.Instance, err = m.Store.StartInstance(ctx, store.InstanceParams{
-		Channels: []string{store.CancelChannel, store.KeyRevokedChannel, store.IssuerChangedChannel, store.LimitsChangedChannel},
+		Channels: []string{store.CancelChannel, store.KeyRevokedChannel, store.KeyCreatedChannel, store.IssuerChangedChannel, store.LimitsChangedChannel},
 		OnNotify: func(n store.Notification) {
 			m.Runner.Notify(n)
 			m.API.Notify(n)

@@ -51,6 +51,7 @@ var codes = map[string]string{
 	"idempotency-key-reused": "idempotency_key_reused",
 	"payload-too-large":      "request_too_large",
 	"rate-limited":           "rate_limit_exceeded",
+	"auth-throttled":         "rate_limit_exceeded",
 	"running-turns-limit":    "rate_limit_exceeded",
 	"fair-share":             "rate_limit_exceeded",
 	"queue-full":             "rate_limit_exceeded",
@@ -70,6 +71,7 @@ var codes = map[string]string{
 var retryable = map[string]bool{
 	"request-timeout":     true,
 	"rate-limited":        true,
+	"auth-throttled":      true,
 	"running-turns-limit": true,
 	"fair-share":          true,
 	"queue-full":          true,
