@@ -9,7 +9,7 @@ ADDR ?= :8080
 # stops and says what to do.
 LOCAL_TEST_DATABASE_URL = postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 
-.PHONY: run test test-citus test-faults-background build lint bench
+.PHONY: run test test-citus test-faults-background build lint bench fuzz
 
 # Where make build (and so make run) puts the binary.
 BIN ?= bin/aapd
@@ -88,6 +88,25 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "not gofmt'ed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
 	go run ./internal/mdlinks
+
+## fuzz: run every fuzz target (go test -fuzz) for FUZZTIME each (default 30s) and say which found what; make test runs their seed corpora (testdata/fuzz) as ordinary tests
+FUZZTIME ?= 30s
+fuzz:
+	@export TEST_DATABASE_URL="$${TEST_DATABASE_URL:-$(LOCAL_TEST_DATABASE_URL)}"; \
+	log=$$(mktemp); summary=""; status=0; \
+	for file in $$(grep -l '^func Fuzz' $$(git ls-files '*_test.go')); do \
+	  pkg=./$$(dirname $$file); \
+	  for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
+	    echo "make fuzz: $$target in $$pkg for $(FUZZTIME)"; \
+	    if go test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 30s $$pkg >$$log 2>&1; then \
+	      summary="$$summary\n  $$target ($$pkg): found nothing"; \
+	    else \
+	      status=1; cat $$log; \
+	      summary="$$summary\n  $$target ($$pkg): FOUND $$(grep -o 'testdata/fuzz/[^ ]*' $$log | head -1) (re-run it with go test -run=$$target/<name> $$pkg)"; \
+	    fi; \
+	  done; \
+	done; rm -f $$log; \
+	printf "make fuzz:$$summary\n"; exit $$status
 
 ## bench: run the benchmarks (see docs/benchmarks.md)
 bench:

@@ -36,9 +36,12 @@ func (e *TurnLimitError) Is(target error) bool { return target == ErrTooManyTurn
 // its tenant runs fewer turns than its fair share, ceil(workers / n), where
 // n counts the tenants running turns here plus the requester: one tenant
 // filling the pool cannot lock another out. The overcommit is bounded:
-// never more than 2×workers turns run at once. A tenant at or above its share gets
-// ErrOverFairShare; when the requester is the only tenant running turns,
-// or at the hard cap, the pool is simply full: ErrOverloaded.
+// never more than 2×workers turns run at once.
+//
+// A tenant at or above its share gets ErrOverFairShare, a tenant that
+// alone fills every worker included: it is this tenant's load, and another
+// tenant would still be served. Only a tenant below its share refused at
+// the hard cap gets ErrOverloaded: then the process cannot serve anyone.
 //
 // The overcommit is safe because a turn holds a worker mostly while its
 // model thinks, not a CPU or a database connection; the cap keeps the
@@ -72,10 +75,10 @@ func (a *admission) admit(tenantID string, maxRunning int) (release func(), err 
 			others--
 		}
 		switch {
-		case others == 0 || a.total >= 2*a.workers:
-			return nil, ErrOverloaded
 		case mine >= a.fairShare(others+1):
 			return nil, ErrOverFairShare
+		case a.total >= 2*a.workers:
+			return nil, ErrOverloaded
 		}
 	}
 	a.total++

@@ -18,8 +18,9 @@ func TestAdmission(t *testing.T) {
 		workers int
 		steps   []step
 	}{
-		{"a lone tenant fills the pool, then the pool is full", 2, []step{
-			{"a", 0, nil}, {"a", 0, nil}, {"a", 0, ErrOverloaded},
+		{"a lone tenant that fills the pool is over its fair share", 2, []step{
+			{"a", 0, nil}, {"a", 0, nil}, {"a", 0, ErrOverFairShare},
+			{"b", 0, nil},
 		}},
 		{"a tenant below its fair share overcommits a full pool", 4, []step{
 			{"a", 0, nil}, {"a", 0, nil}, {"a", 0, nil}, {"a", 0, nil},
@@ -28,8 +29,10 @@ func TestAdmission(t *testing.T) {
 			{"a", 0, ErrOverFairShare},
 			// c's share among 3 is ceil(4/3) = 2.
 			{"c", 0, nil}, {"c", 0, nil},
-			// 8 = 2×workers: the hard cap, even for a newcomer.
+			// 8 = 2×workers: the hard cap, even for a newcomer below its
+			// share, while the others are over theirs.
 			{"d", 0, ErrOverloaded},
+			{"a", 0, ErrOverFairShare},
 		}},
 		{"maxRunningTurns holds whether or not the pool is busy", 8, []step{
 			{"a", 2, nil}, {"a", 2, nil}, {"a", 2, ErrTooManyTurns}, {"b", 1, nil}, {"b", 1, ErrTooManyTurns},
@@ -57,8 +60,8 @@ func TestAdmissionRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.admit("a", 0); !errors.Is(err, ErrOverloaded) {
-		t.Fatalf("full pool: %v", err)
+	if _, err := a.admit("a", 0); !errors.Is(err, ErrOverFairShare) {
+		t.Fatalf("a pool full of the tenant's turns: %v", err)
 	}
 	release()
 	release()
@@ -71,8 +74,9 @@ func TestAdmissionRelease(t *testing.T) {
 }
 
 // Whatever the order of arrivals and departures, no more than 2×workers
-// turns run, and with the pool full every tenant below its fair share is
-// admitted.
+// turns run; with the pool full every tenant below its fair share is
+// admitted, one at or over it is told so (a lone tenant too), and only one
+// below it at the hard cap meets an overloaded server.
 func TestAdmissionBound(t *testing.T) {
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, 1))
@@ -98,8 +102,12 @@ func TestAdmissionBound(t *testing.T) {
 				held = append(held, release)
 			case total < workers:
 				t.Fatalf("seed %d: refused with %d of %d workers busy: %v", seed, total, workers, err)
-			case mine < a.fairShare(tenants) && tenants > 1 && total < 2*workers:
+			case mine < a.fairShare(tenants) && total < 2*workers:
 				t.Fatalf("seed %d: tenant with %d running, below its share %d, refused: %v", seed, mine, a.fairShare(tenants), err)
+			case mine >= a.fairShare(tenants) && !errors.Is(err, ErrOverFairShare):
+				t.Fatalf("seed %d: tenant with %d running, at or over its share %d: %v, want ErrOverFairShare", seed, mine, a.fairShare(tenants), err)
+			case mine < a.fairShare(tenants) && !errors.Is(err, ErrOverloaded):
+				t.Fatalf("seed %d: tenant below its share at the hard cap: %v, want ErrOverloaded", seed, err)
 			}
 			if total, _ := a.running(tenant); total > 2*workers {
 				t.Fatalf("seed %d: %d running with %d workers", seed, total, workers)

@@ -209,8 +209,8 @@ func TestBackgroundTurnWaitsInTheQueueWhileEveryWorkerIsBusy(t *testing.T) {
 	}
 	<-busy.held
 	if _, err := runner.Start(ctx, agents.StartParams{TenantID: tn.ID, SessionID: stepSession(t, st, tn.ID).ID,
-		Request: aap.TurnRequest{Messages: []aap.Message{aap.UserMessage("hi")}}}); !errors.Is(err, agents.ErrOverloaded) {
-		t.Fatalf("a foreground turn with every worker busy: %v, want ErrOverloaded", err)
+		Request: aap.TurnRequest{Messages: []aap.Message{aap.UserMessage("hi")}}}); !errors.Is(err, agents.ErrOverFairShare) {
+		t.Fatalf("a foreground turn with every worker busy with the tenant's turns: %v, want ErrOverFairShare", err)
 	}
 	h, err := runner.StartBackground(ctx, agents.StartParams{TenantID: tn.ID, SessionID: stepSession(t, st, tn.ID).ID,
 		Request: aap.TurnRequest{Messages: []aap.Message{aap.UserMessage("what is 6*7?")}}})
@@ -224,7 +224,7 @@ func TestBackgroundTurnWaitsInTheQueueWhileEveryWorkerIsBusy(t *testing.T) {
 	if got := historyOf(t, st, ref); fmt.Sprint(got) != "[1 user what is 6*7?]" {
 		t.Errorf("history of the queued turn = %q", got)
 	}
-	if _, err := runner.Resume(ctx, ref); !errors.Is(err, agents.ErrOverloaded) {
+	if _, err := runner.Resume(ctx, ref); !errors.Is(err, agents.ErrOverFairShare) {
 		t.Errorf("resume with every worker busy: %v", err)
 	}
 	close(busy.hold)

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -34,10 +35,11 @@ type CreateParams struct {
 // CreateAndStart creates a session and starts its first turn, which then
 // runs like any other (Start). The whole request is validated against the
 // agent before anything is stored, seed and first message as one history.
-// If the turn is refused all the same (the tenant's limits, busy workers,
-// a race), the session is deleted again, so that a refused request leaves
-// nothing behind — unless it replays an earlier one, or ctx ended: then the
-// turn may already be claimed, and a claimed turn is run.
+// The session is created in its first turn's claim (StartParams.Create):
+// a request refused (the tenant's limits, busy workers) or cut short (the
+// process or its connection dying before the commit) leaves nothing, and
+// never a session with its seed but without its turn. A retry with the
+// same idempotency key replays the session's first turn.
 func (r *Runner) CreateAndStart(ctx context.Context, p CreateParams) (*Handle, error) {
 	if p.Session.Agent.Name == "" {
 		return nil, &aap.Error{Field: "agent.name", Msg: "required"}
@@ -60,24 +62,24 @@ func (r *Runner) CreateAndStart(ctx context.Context, p CreateParams) (*Handle, e
 		return nil, err
 	}
 	plain, secret := agent.SplitOptions(p.Session.Agent.Options)
-	sess, replayed, err := r.CreateSession(ctx, store.SessionCreateParams{
-		TenantID: p.TenantID, Owner: p.Owner, AgentName: agent.Info.Name,
-		AgentTools: p.Session.Agent.Tools, Options: plain, SecretOptions: secret,
-		ClientTools: p.Session.Tools, Messages: p.Session.Messages,
-		Pending:        aap.PendingFromHistory(p.Session.Messages, p.Session.Tools),
-		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
-	})
-	if err != nil {
-		return nil, err
-	}
-	h, err := r.Start(ctx, StartParams{
-		TenantID: p.TenantID, SessionID: sess.ID, Owner: p.Owner, Request: p.First,
+	sp := StartParams{
+		TenantID: p.TenantID, SessionID: store.NewSessionID(), Owner: p.Owner, Request: p.First,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, RequestID: p.RequestID,
-	})
-	if err != nil && !replayed && ctx.Err() == nil {
-		if _, derr := r.store.SessionDeleteOwned(context.WithoutCancel(ctx), p.TenantID, p.Owner, sess.ID); derr != nil {
-			r.log.WarnContext(ctx, "delete the session of a refused first turn", "session", sess.ID, "err", derr)
-		}
+		Create: &store.SessionCreateParams{
+			TenantID: p.TenantID, Owner: p.Owner, AgentName: agent.Info.Name,
+			AgentTools: p.Session.Agent.Tools, Options: plain, SecretOptions: secret,
+			ClientTools: p.Session.Tools, Messages: p.Session.Messages,
+			Pending:        aap.PendingFromHistory(p.Session.Messages, p.Session.Tools),
+			IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
+		},
+	}
+	h, err := r.Start(ctx, sp)
+	var used *store.SessionKeyUsedError
+	if errors.As(err, &used) {
+		// The key's first request created its session with its turn: the
+		// turn's own key replays it.
+		sp.SessionID, sp.Create = used.SessionID, nil
+		return r.Start(ctx, sp)
 	}
 	return h, err
 }

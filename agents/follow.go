@@ -43,19 +43,23 @@ func (r *Runner) Follow(ref store.TurnRef) EventSource {
 	return &follower{runner: r, ref: ref, live: r.liveStream(ref.TurnID)}
 }
 
-// LogPosition tells how many events of a turn can be read now, and whether
-// the turn has ended: what a resume must be checked against before its
-// stream starts (a cursor beyond the log is refused; one at the end of a
-// finished turn has nothing to wait for).
-func (r *Runner) LogPosition(ctx context.Context, ref store.TurnRef) (n int, finished bool, err error) {
+// FollowAfter is Follow for a stream that resumes after event after, with
+// what its request is checked against: how many events can be read now
+// (n) and whether the turn has ended. A turn not live here costs one read
+// of its log, which the source returns first: a finished turn's whole
+// stream is that one read.
+func (r *Runner) FollowAfter(ctx context.Context, ref store.TurnRef, after int) (src EventSource, n int, finished bool, err error) {
 	if s := r.liveStream(ref.TurnID); s != nil {
-		return s.Len(), false, nil
+		return &follower{runner: r, ref: ref, live: s}, s.Len(), false, nil
 	}
-	log, err := r.store.TurnEventsAfter(ctx, ref, 1<<62)
+	log, err := r.store.TurnEventsAfter(ctx, ref, int64(after))
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, false, r.whyGone(ctx, ref)
+		return nil, 0, false, r.whyGone(ctx, ref)
 	}
-	return log.Len, log.Finished, err
+	if err != nil {
+		return nil, 0, false, err
+	}
+	return &follower{runner: r, ref: ref, read: &log, readAfter: after}, log.Len, log.Finished, nil
 }
 
 // whyGone tells why the record of a turn is gone: its session was deleted
@@ -100,6 +104,10 @@ type follower struct {
 	runner *Runner
 	ref    store.TurnRef
 	live   *Stream
+	// read is the log as FollowAfter read it, after readAfter: the first
+	// Read from there returns it instead of reading it again.
+	read      *store.TurnLog
+	readAfter int
 	// quietSince is when the recorded log last grew.
 	quietSince time.Time
 	// deadSince is when the quiet turn was first found looking dead; zero
@@ -119,7 +127,16 @@ func (f *follower) Read(ctx context.Context, after int) ([]aap.Event, bool, erro
 		f.quietSince = time.Now()
 	}
 	for {
-		log, err := f.runner.store.TurnEventsAfter(ctx, f.ref, int64(after))
+		var (
+			log store.TurnLog
+			err error
+		)
+		if f.read != nil && f.readAfter == after {
+			log = *f.read
+		} else {
+			log, err = f.runner.store.TurnEventsAfter(ctx, f.ref, int64(after))
+		}
+		f.read = nil
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			return nil, false, f.runner.whyGone(ctx, f.ref)

@@ -41,6 +41,8 @@ type turnRun struct {
 	// produced are the messages the agent wrote in this turn, in order: the
 	// body of a stream "none" response.
 	produced []aap.Message
+	// producedSeqs are the seqs of produced, index by index.
+	producedSeqs []int64
 	// The provider's report on the turn's last model call that had one: its
 	// input tokens, how many messages of history it saw, and the seq of the
 	// newest of them. Compaction counts tokens from it.
@@ -191,9 +193,10 @@ func (t *turnRun) stage(msgs []store.NewMessage, pending []aap.PendingToolCall) 
 }
 
 func (t *turnRun) add(msgs []store.NewMessage) {
-	for _, m := range msgs {
+	for i, m := range msgs {
 		t.history = append(t.history, Message{Message: m.Message, Extra: m.Extra})
 		t.produced = append(t.produced, m.Message)
+		t.producedSeqs = append(t.producedSeqs, t.lastSeq+1+int64(i))
 	}
 	t.lastSeq += int64(len(msgs))
 }

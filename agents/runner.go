@@ -143,6 +143,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		running: map[string]*activeTurn{}, beatDone: make(chan struct{}), freed: make(chan struct{}, 1),
 	}
 	cfg.Metrics.watchHistoryCache(r.cache)
+	cfg.Metrics.exportAgents(cfg.Agents)
 	return r
 }
 
@@ -161,6 +162,12 @@ type StartParams struct {
 	MessageIDs     []string
 	IdempotencyKey string
 	RequestHash    []byte
+	// Create, when set, is the session to create for the turn, with
+	// SessionID as its id: it is created in the claim's transaction, so
+	// that it exists with its first turn or not at all
+	// (store.TurnBeginParams.Create). A creation key used before is a
+	// *store.SessionKeyUsedError (CreateAndStart replays it).
+	Create *store.SessionCreateParams
 
 	// requestSpan is the span of the request that started the turn, the
 	// turn's span's parent and link (trace.go).
@@ -185,6 +192,11 @@ type Handle struct {
 	// Replay is true when an idempotency key matched an earlier turn: Events
 	// replays that turn (following it if it still runs) and nothing new ran.
 	Replay bool
+	// NextSeq is the seq the agent's first message of the turn takes in
+	// the session's full history (0 for a replay): a door that names what
+	// it streams by its place in the history names it before it is
+	// stored.
+	NextSeq int64
 
 	runner *Runner
 	run    *turnRun // nil for a replay
@@ -283,7 +295,7 @@ func (r *Runner) begin(p *StartParams) (*Handle, *claimedTurn, error) {
 		r.log.InfoContext(life, "took over the session of a dead turn", "interrupted_turn", begun.Interrupted)
 	}
 	t := r.claimed(life, span, run)
-	return &Handle{Turn: begun.Turn, Events: r.Follow(ref), runner: r, run: run}, t, nil
+	return &Handle{Turn: begun.Turn, Events: r.Follow(ref), NextSeq: begun.LastSeq + 1, runner: r, run: run}, t, nil
 }
 
 // claimed makes a turn whose claim landed one of the running turns, ready
@@ -344,6 +356,7 @@ func (r *Runner) claim(life context.Context, ref store.TurnRef, p *StartParams) 
 		// them too (docs/protocols.md).
 		if plan.Messages[i].Origin != store.OriginClient {
 			run.produced = append(run.produced, m.Message)
+			run.producedSeqs = append(run.producedSeqs, m.Seq)
 			run.emit(aap.ToolResultEvent(m.Message.ToolCallID, m.Message.Content))
 		}
 	}
@@ -365,7 +378,7 @@ func (r *Runner) beginParams(ref store.TurnRef, p *StartParams) (params *store.T
 		TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: ref.TurnID, Stream: p.Request.Mode(),
 		Owner: r.cfg.Owner(), Lease: r.cfg.Lease, SessionOwner: p.Owner,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
-		AsyncCommit: p.awaited, Background: p.background,
+		AsyncCommit: p.awaited, Background: p.background, Create: p.Create,
 		Prepare: func(sess store.Session) (store.TurnPlan, error) {
 			agent, ok := r.cfg.Agents.Get(sess.AgentName)
 			if !ok {
@@ -652,6 +665,44 @@ func (r *Runner) Running() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.running)
+}
+
+// TurnResult is how a turn ended, for a door that shows more of it than
+// AAP's stream "none" body: the messages the agent produced with their
+// seqs in the session's full history, and the tokens the turn took.
+type TurnResult struct {
+	aap.TurnResponse
+	// Produced are the messages of TurnResponse.Messages as stored.
+	Produced []store.StoredMessage
+	Usage    Usage
+}
+
+// Result waits for the turn to end, as Response does, and returns it with
+// its messages' seqs and its usage: from memory for a turn run here, else
+// from the database.
+func (h *Handle) Result(ctx context.Context) (TurnResult, error) {
+	resp, err := h.Response(ctx)
+	if err != nil {
+		return TurnResult{}, err
+	}
+	out := TurnResult{TurnResponse: resp}
+	if h.run != nil && h.run.err == nil && len(h.run.producedSeqs) == len(resp.Messages) {
+		out.Usage = h.run.usage
+		out.Produced = make([]store.StoredMessage, len(resp.Messages))
+		for i, m := range resp.Messages {
+			out.Produced[i] = store.StoredMessage{Seq: h.run.producedSeqs[i], SourceSeq: h.run.producedSeqs[i], Message: m}
+		}
+		return out, nil
+	}
+	if out.Produced, err = h.runner.store.TurnMessages(ctx, h.Turn.TenantID, h.Turn.SessionID, h.Turn.ID); err != nil {
+		return TurnResult{}, err
+	}
+	t, err := h.runner.store.TurnGet(ctx, h.Turn.TenantID, h.Turn.SessionID, h.Turn.ID)
+	if err != nil {
+		return TurnResult{}, err
+	}
+	out.Usage = Usage{InputTokens: t.InputTokens, OutputTokens: t.OutputTokens}
+	return out, nil
 }
 
 // Response waits for the turn to end and returns the body of a stream

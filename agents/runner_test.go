@@ -166,7 +166,7 @@ func TestAnAwaitedTurnLostWithItsClaimIsToBeSentAgain(t *testing.T) {
 			if _, _, err := runner.Follow(ref).Read(ctx, 0); !errors.Is(err, tc.want) {
 				t.Errorf("a follower: %v, want %v", err, tc.want)
 			}
-			if _, _, err := runner.LogPosition(ctx, ref); !errors.Is(err, tc.want) {
+			if _, _, _, err := runner.FollowAfter(ctx, ref, 0); !errors.Is(err, tc.want) {
 				t.Errorf("the log's position: %v, want %v", err, tc.want)
 			}
 			if tc.want != agents.ErrTurnLost {

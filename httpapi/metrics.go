@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -29,6 +31,11 @@ type metrics struct {
 	// rejections counts requests refused for want of capacity or turn:
 	// rejected, rejectionCauses.
 	rejections *prometheus.CounterVec
+	// keyLookups counts the API keys read from the database to
+	// authenticate a request, by result: found, unknown, error. A key
+	// already known, or known not to exist, is not read again
+	// (keycache.go).
+	keyLookups *prometheus.CounterVec
 }
 
 // metricsConfig is what newMetrics registers beyond the HTTP metrics.
@@ -65,14 +72,18 @@ func newMetrics(cfg metricsConfig) *metrics {
 		}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aapd_rejections_total",
-			Help: "Requests refused for want of capacity or of the session, by cause: busy and compacting (409), rate_limited, running_turns_limit, fair_share and queue_full (429), saturated and unavailable (503).",
+			Help: "Requests refused for want of capacity or of the session, by cause: busy and compacting (409), rate_limited, running_turns_limit, fair_share, queue_full and auth_throttled (429), saturated and unavailable (503).",
 		}, []string{"cause"}),
+		keyLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aapd_api_key_lookups_total",
+			Help: "API keys read from the database to authenticate a request, by result: found, unknown (no such key: remembered, not read again for a while), error (the database failed).",
+		}, []string{"result"}),
 	}
 	running := cfg.running
 	if running == nil {
 		running = func() int { return 0 }
 	}
-	reg.MustRegister(m.requests, m.duration, m.clientDisconnects, m.streams, m.rejections,
+	reg.MustRegister(m.requests, m.duration, m.clientDisconnects, m.streams, m.rejections, m.keyLookups,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "aapd_turns_running",
@@ -86,20 +97,69 @@ func newMetrics(cfg metricsConfig) *metrics {
 	for _, cause := range rejectionCauses {
 		m.rejections.WithLabelValues(cause) // every cause shows, at 0, from the start
 	}
+	for _, result := range keyLookupResults {
+		m.keyLookups.WithLabelValues(result)
+	}
 	return m
 }
 
 // rejectionCauses label the problems counted in aapd_rejections_total, by
 // problem type slug: each kind of refusal an operator sizes for.
 var rejectionCauses = map[string]string{
-	probTurnRunning.slug: "busy",
-	probCompacting.slug:  "compacting",
-	probRateLimited.slug: "rate_limited",
-	probTurnLimit.slug:   "running_turns_limit",
-	probFairShare.slug:   "fair_share",
-	probQueueFull.slug:   "queue_full",
-	probOverloaded.slug:  "saturated",
-	probUnavailable.slug: "unavailable",
+	probTurnRunning.slug:  "busy",
+	probCompacting.slug:   "compacting",
+	probRateLimited.slug:  "rate_limited",
+	probTurnLimit.slug:    "running_turns_limit",
+	probFairShare.slug:    "fair_share",
+	probQueueFull.slug:    "queue_full",
+	probAuthThrottle.slug: "auth_throttled",
+	probOverloaded.slug:   "saturated",
+	probUnavailable.slug:  "unavailable",
+}
+
+// keyLookupResults label aapd_api_key_lookups_total.
+var keyLookupResults = []string{"found", "unknown", "error"}
+
+// keyLookedUp counts a key read from the database, by its result.
+func (m *metrics) keyLookedUp(err error) {
+	result := keyLookupResults[0]
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		result = keyLookupResults[1]
+	case err != nil:
+		result = keyLookupResults[2]
+	}
+	m.keyLookups.WithLabelValues(result).Inc()
+}
+
+// exportRoutes makes the series of every route exist, at zero, from the
+// start, so that a dashboard's panel or an alert sees them before the first
+// request: each route's requests by method and the status classes a route
+// answers (2xx, 4xx, 5xx), their durations, and its client disconnects;
+// "unmatched" too.
+func (m *metrics) exportRoutes(r *mux.Router) {
+	export := func(route string, methods []string) {
+		m.clientDisconnects.WithLabelValues(route)
+		for _, method := range methods {
+			for _, class := range []string{"2xx", "4xx", "5xx"} {
+				m.requests.WithLabelValues(methodLabel(method), route, class)
+			}
+			m.duration.WithLabelValues(methodLabel(method), route)
+		}
+	}
+	export("unmatched", []string{http.MethodGet, http.MethodPost, http.MethodOptions})
+	_ = r.Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
+		tpl, err := route.GetPathTemplate()
+		if err != nil {
+			return nil
+		}
+		methods, err := route.GetMethods()
+		if err != nil { // a prefix taking every method (/admin/v1/)
+			methods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+		}
+		export(tpl, methods)
+		return nil
+	})
 }
 
 // rejected counts p if it is a rejection (rejectionCauses).

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"math"
 	"net/http"
 	"regexp"
 	"strings"
@@ -184,10 +185,25 @@ func (s *Server) cors(next http.Handler) http.Handler {
 // authenticate requires a valid credential, an API key or an end user's
 // token, and puts its Principal in the request's context. A database
 // outage is a 503, not a 401: the credential may be fine.
+//
+// A credential refused counts against the client's address
+// (auththrottle.go); an address past its burst of failures is refused with
+// 429 before its credential is looked at, whatever it is.
 func (s *Server) authenticate(write ProblemWriter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr := clientAddr(r, s.cfg.TrustedProxies)
+		if wait := s.authFails.wait(addr); wait > 0 {
+			p := probAuthThrottle.with("too many failed authentications from this address; retry after the delay in Retry-After, with a valid credential")
+			p.retryAfter = max(1, int(math.Ceil(wait.Seconds())))
+			s.failWith(write, w, r, p)
+			return
+		}
 		p, err := s.principal(r)
 		if err != nil {
+			var refused *Problem
+			if errors.As(err, &refused) && refused.Status == http.StatusUnauthorized && r.Header.Get("Authorization") != "" {
+				s.authFails.failed(addr)
+			}
 			s.failWith(write, w, r, err)
 			return
 		}
@@ -220,7 +236,7 @@ func (s *Server) keyPrincipal(r *http.Request, key string) (auth.Principal, erro
 	if err != nil {
 		return auth.Principal{}, invalidToken("the API key is malformed")
 	}
-	rec, err := s.keys.get(r.Context(), publicID, s.cfg.Store.APIKeyGetByPublicID)
+	rec, err := s.keys.get(r.Context(), publicID, s.lookUpKey)
 	if errors.Is(err, store.ErrNotFound) {
 		return auth.Principal{}, invalidToken("unknown API key")
 	}
@@ -237,6 +253,14 @@ func (s *Server) keyPrincipal(r *http.Request, key string) (auth.Principal, erro
 	}
 	s.keyUses.used(rec.TenantID, rec.PublicID)
 	return auth.Principal{TenantID: rec.TenantID, KeyID: rec.PublicID, Scopes: rec.Scopes}, nil
+}
+
+// lookUpKey reads a key from the database, for the key cache, and counts
+// the read.
+func (s *Server) lookUpKey(ctx context.Context, publicID string) (store.APIKey, error) {
+	rec, err := s.cfg.Store.APIKeyGetByPublicID(ctx, publicID)
+	s.metrics.keyLookedUp(err)
+	return rec, err
 }
 
 // tokenPrincipal authenticates an end user's token. Whatever is wrong with

@@ -10,6 +10,7 @@ import (
 	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/httpapi/admin"
 	"github.com/aapd/aapd/httpapi/agui"
+	openaidoor "github.com/aapd/aapd/httpapi/openai"
 	"github.com/aapd/aapd/httpapi/openapitest"
 	"github.com/aapd/aapd/httpapi/sandboxagent"
 	v1 "github.com/aapd/aapd/httpapi/v1"
@@ -55,7 +56,7 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 // sandboxagent.DocumentPath, which aapd's documents), and held to it.
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	t.Parallel()
-	routes, err := httpapi.RouteTemplates(v3.New(v3.Config{}), v1.New(v1.Config{}), agui.New(agui.Config{}), sandboxagent.New(sandboxagent.Config{}))
+	routes, err := httpapi.RouteTemplates(v3.New(v3.Config{}), v1.New(v1.Config{}), agui.New(agui.Config{}), sandboxagent.New(sandboxagent.Config{}), openaidoor.New(openaidoor.Config{}))
 	if err != nil {
 		t.Fatal(err)
 	}

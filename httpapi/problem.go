@@ -84,6 +84,7 @@ var (
 	probRateLimited  = kind{"rate-limited", "Too many requests", http.StatusTooManyRequests}
 	probTurnLimit    = kind{"running-turns-limit", "Too many running turns", http.StatusTooManyRequests}
 	probFairShare    = kind{"fair-share", "Over the fair share of busy workers", http.StatusTooManyRequests}
+	probAuthThrottle = kind{"auth-throttled", "Too many failed authentications", http.StatusTooManyRequests}
 	probQueueFull    = kind{"queue-full", "Too many queued turns", http.StatusTooManyRequests}
 	probOverloaded   = kind{"overloaded", "Server busy", http.StatusServiceUnavailable}
 	probUnavailable  = kind{"unavailable", "Service unavailable", http.StatusServiceUnavailable}

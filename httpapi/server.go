@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -80,6 +81,14 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Build describes the binary, in aapd_build_info.
 	Build BuildInfo
+
+	// TrustedProxies are the proxies whose X-Forwarded-For names the
+	// client's address (clientAddr); none: the connection's peer is the
+	// client.
+	TrustedProxies []netip.Prefix
+	// AuthThrottle bounds failed authentications per client address; its
+	// zero value is no throttle.
+	AuthThrottle AuthThrottle
 }
 
 // Server is aapd's HTTP API.
@@ -94,6 +103,9 @@ type Server struct {
 	handler http.Handler
 	keyUses *keyUses // when API keys were last used (keyuse.go)
 	rates   *quota.RateLimiter
+	// authFails throttles failed authentications by client address
+	// (auththrottle.go); nil when off.
+	authFails *authThrottle
 }
 
 // New returns a server ready to serve.
@@ -117,7 +129,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, metrics: newMetrics(metricsConfig{
 		registry: cfg.Registry, running: cfg.Runner.Running, pool: cfg.Store.PoolStat, build: cfg.Build}), drain: newDrainState(),
-		keys: newKeyCache(cfg.Now), rates: quota.NewRateLimiter(cfg.Now)}
+		keys: newKeyCache(cfg.Now), rates: quota.NewRateLimiter(cfg.Now), authFails: newAuthThrottle(cfg.AuthThrottle, cfg.Now)}
 	s.keyUses = newKeyUses(cfg.Store.APIKeyTouch, cfg.Now, cfg.Logger)
 	tokens := cfg.Tokens
 	if tokens.Find == nil {
@@ -167,6 +179,7 @@ func (s *Server) routes() http.Handler {
 	for _, d := range s.cfg.Doors {
 		d.Mount(r, e)
 	}
+	s.metrics.exportRoutes(r)
 	return r
 }
 

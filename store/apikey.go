@@ -45,18 +45,33 @@ func scanAPIKey(row interface{ Scan(...any) error }) (APIKey, error) {
 // non-nil list makes a key that can do nothing.
 var DefaultKeyScopes = []string{"sessions:read", "sessions:write"}
 
-// APIKeyCreate stores a new key.
+// KeyCreatedChannel is the notification channel on which the public id of
+// a new key is published, so that no process keeps it remembered as no
+// key's (the servers' caches of unknown keys).
+const KeyCreatedChannel = "aapd_key_created"
+
+// APIKeyCreate stores a new key. Every process listening on
+// KeyCreatedChannel is told when it commits.
 func (s *Store) APIKeyCreate(ctx context.Context, p APIKeyCreateParams) (APIKey, error) {
 	if p.Scopes == nil {
 		p.Scopes = DefaultKeyScopes
 	}
-	k, err := scanAPIKey(s.tenant(p.TenantID).QueryRow(ctx, `
-		INSERT INTO api_keys (tenant_id, public_id, hash, name, scopes, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6)
-		RETURNING `+apiKeyColumns,
-		p.TenantID, p.PublicID, p.Hash, p.Name, p.Scopes, p.ExpiresAt))
+	var k APIKey
+	err := s.inTx(ctx, p.TenantID, func(tx pgx.Tx) error {
+		var err error
+		k, err = scanAPIKey(tx.QueryRow(ctx, `
+			INSERT INTO api_keys (tenant_id, public_id, hash, name, scopes, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6)
+			RETURNING `+apiKeyColumns,
+			p.TenantID, p.PublicID, p.Hash, p.Name, p.Scopes, p.ExpiresAt))
+		if err != nil {
+			return interpretError(err)
+		}
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, KeyCreatedChannel, p.PublicID)
+		return interpretError(err)
+	})
 	if err != nil {
-		return APIKey{}, fmt.Errorf("create api key: %w", interpretError(err))
+		return APIKey{}, fmt.Errorf("create api key: %w", err)
 	}
 	return k, nil
 }

@@ -145,8 +145,9 @@ func queueInterrupt(b *pgx.Batch, ref TurnRef) error {
 // what it has recorded. A turn that recorded nothing gets turn_start (id 1,
 // which a process sends at once) before it. The turn's row is locked
 // first, so a batch being recorded is waited for and included; then the
-// turn's webhook event is queued (unownedEndOutbox). It queues three
-// statements: the lock, the event, the record.
+// turn's webhook event is queued (unownedEndOutbox), and the turn is added
+// to its tenant's usage (usageTurnEnded) if it still runs. It queues four
+// statements: the lock, the event, the usage, the record.
 func queueEnd(b *pgx.Batch, ref TurnRef, status TurnStatus, stop aap.Event) error {
 	stopEntry, err := encodeEvents([]aap.Event{stop})
 	if err != nil {
@@ -164,6 +165,8 @@ func queueEnd(b *pgx.Batch, ref TurnRef, status TurnStatus, stop aap.Event) erro
 		return err
 	}
 	b.Queue(outbox.sql, outbox.args...)
+	usage := usageTurnEnded(ref, true)
+	b.Queue(usage.sql, usage.args...)
 	b.Queue(`
 		WITH batches AS (
 			DELETE FROM turn_event_batches WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3
@@ -259,7 +262,7 @@ func (s *Store) TurnInterruptIfDead(ctx context.Context, ref TurnRef) (bool, err
 			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3`, ref.TenantID, ref.SessionID, ref.TurnID)
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
-		for range 2 { // the lock, the webhook event
+		for range 3 { // the lock, the webhook event, the usage
 			if _, err := br.Exec(); err != nil {
 				return interpretError(err)
 			}

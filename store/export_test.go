@@ -10,6 +10,7 @@ const (
 	SessionListSQL        = sessionListSQL
 	SessionListByOwnerSQL = sessionListByOwnerSQL
 	TurnListSQL           = turnListSQL
+	UsageSQL              = usageSQL
 )
 
 // DropSessionListTenantFilter makes SessionList forget its tenant filter

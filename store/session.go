@@ -523,12 +523,15 @@ func (s *Store) SessionDelete(ctx context.Context, tenantID, id string) (activeT
 // Forks that read part of the session's full history where it is
 // (inherited.go) are given their own copy of that part first.
 //
-// The usage of the session's turns is added to usage_daily in the same
-// transaction, before the deletion cascades to them, so that deleting a
-// session never shrinks the tenant's usage report (usage.go). The session
+// The session's turns are in its tenant's usage as they end (usage.go);
+// the usage of its turn still running, which will not end, is added in
+// the same transaction, before the deletion cascades to it, so that
+// deleting a session never shrinks the tenant's usage report. The session
 // is locked first: of two deletions racing, the second finds nothing to
-// roll up. (One statement with a modifying CTE would do on PostgreSQL, but
-// Citus runs such a CTE first, and the INSERT would read no turns.)
+// roll up, and the running turn's end, which updates the session's row,
+// waits and finds its claim lost. (One statement with a modifying CTE
+// would do on PostgreSQL, but Citus runs such a CTE first, and the INSERT
+// would read no turns.)
 func (s *Store) SessionDeleteOwned(ctx context.Context, tenantID, owner, id string) (activeTurnID string, err error) {
 	// The deletion's webhook event, in the same transaction
 	// (webhookoutbox.go); a session not found rolls it back.
@@ -538,37 +541,8 @@ func (s *Store) SessionDeleteOwned(ctx context.Context, tenantID, owner, id stri
 		return "", err
 	}
 	err = s.inTx(ctx, tenantID, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		b.Queue(`SELECT 1 FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3) FOR UPDATE`,
-			tenantID, id, owner)
-		queueInheritedMaterialize(b, tenantID, id, owner)
-		b.Queue(`
-			INSERT INTO usage_daily AS u (tenant_id, day, agent_name, turns, input_tokens, output_tokens)
-			SELECT t.tenant_id, (t.created_at AT TIME ZONE 'UTC')::date, s.agent_name, count(*), sum(t.input_tokens), sum(t.output_tokens)
-			FROM sessions s JOIN turns t ON t.tenant_id = s.tenant_id AND t.session_id = s.id
-			WHERE s.tenant_id = $1 AND s.id = $2 AND ($3 = '' OR s.owner = $3)
-			GROUP BY 1, 2, 3
-			ON CONFLICT (tenant_id, day, agent_name) DO UPDATE SET
-				turns = u.turns + excluded.turns,
-				input_tokens = u.input_tokens + excluded.input_tokens,
-				output_tokens = u.output_tokens + excluded.output_tokens`,
-			tenantID, id, owner)
-		b.Queue(`DELETE FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)
-			RETURNING coalesce(active_turn_id, '')`, tenantID, id, owner)
-		b.Queue(outbox.sql, outbox.args...)
-		br := tx.SendBatch(ctx, b)
-		defer br.Close()
-		// Every statement but the last two (the deletion, then the
-		// webhook event) is executed; those two return a row each.
-		for range b.Len() - 2 {
-			if _, err := br.Exec(); err != nil {
-				return interpretError(err)
-			}
-		}
-		if err := br.QueryRow().Scan(&activeTurnID); err != nil {
-			return interpretError(err)
-		}
-		return interpretError(outbox.scan(br.QueryRow()))
+		activeTurnID, err = deleteSession(ctx, tx, tenantID, owner, id, outbox)
+		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("delete session %s: %w", id, err)
@@ -577,6 +551,41 @@ func (s *Store) SessionDeleteOwned(ctx context.Context, tenantID, owner, id stri
 		s.webhooksQueuedFor(tenantID)
 	}
 	return activeTurnID, nil
+}
+
+// deleteSession deletes a session of owner ("" for any) in tx, as
+// SessionDeleteOwned describes, with the webhook event outbox queues;
+// ErrNotFound when there is no such session.
+func deleteSession(ctx context.Context, tx pgx.Tx, tenantID, owner, id string, outbox batchStmt) (activeTurnID string, err error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT 1 FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3) FOR UPDATE`,
+		tenantID, id, owner)
+	queueInheritedMaterialize(b, tenantID, id, owner)
+	// Its turn still running: ended turns are in the usage already.
+	b.Queue(usageRunningSQL, tenantID, id)
+	// The idempotency keys that created it (no foreign key: a key is
+	// recorded with the session it made, in the same transaction).
+	// A deletion that finds no session rolls back.
+	b.Queue(`DELETE FROM idempotency_keys WHERE tenant_id = $1 AND session_id = $2`, tenantID, id)
+	b.Queue(`DELETE FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3)
+		RETURNING coalesce(active_turn_id, '')`, tenantID, id, owner)
+	b.Queue(outbox.sql, outbox.args...)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	// Every statement but the last two (the deletion, then the webhook
+	// event) is executed; those two return a row each.
+	for range b.Len() - 2 {
+		if _, err := br.Exec(); err != nil {
+			return "", interpretError(err)
+		}
+	}
+	if err := br.QueryRow().Scan(&activeTurnID); err != nil {
+		return "", interpretError(err)
+	}
+	if err := outbox.scan(br.QueryRow()); err != nil {
+		return "", interpretError(err)
+	}
+	return activeTurnID, interpretError(br.Close())
 }
 
 // idPattern is the form of every id this store issues: a prefix and the

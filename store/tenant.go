@@ -18,6 +18,9 @@ type Tenant struct {
 	CreatedAt time.Time
 	// Limits are the tenant's own; a zero field is the server's default.
 	Limits TenantLimits
+	// Retention is the tenant's own retention policy; a zero field is the
+	// server's default (retention.go).
+	Retention TenantRetention
 }
 
 // TenantLimits are a tenant's quotas. A zero field means "the server's
@@ -37,11 +40,12 @@ type TenantLimits struct {
 const LimitsChangedChannel = "aapd_limits_changed"
 
 const tenantColumns = `id::text, name, created_at, coalesce(requests_per_second, 0), coalesce(burst, 0), coalesce(max_running_turns, 0),
-	coalesce(max_queued_turns, 0)`
+	coalesce(max_queued_turns, 0), coalesce(retention_idle_session_days, 0), coalesce(retention_full_history_days, 0)`
 
 func scanTenant(row interface{ Scan(...any) error }) (Tenant, error) {
 	var t Tenant
-	err := row.Scan(&t.ID, &t.Name, &t.CreatedAt, &t.Limits.RequestsPerSecond, &t.Limits.Burst, &t.Limits.MaxRunningTurns, &t.Limits.MaxQueuedTurns)
+	err := row.Scan(&t.ID, &t.Name, &t.CreatedAt, &t.Limits.RequestsPerSecond, &t.Limits.Burst, &t.Limits.MaxRunningTurns, &t.Limits.MaxQueuedTurns,
+		&t.Retention.IdleSessionDays, &t.Retention.FullHistoryDays)
 	return t, interpretError(err)
 }
 

@@ -178,6 +178,12 @@ type TurnBeginParams struct {
 	// a *QueueFullError once the tenant has that many turns waiting.
 	Queued    bool
 	MaxQueued int
+	// Create, when set, creates the session the turn is claimed on, with
+	// SessionID as its id, in the claim's own transaction
+	// (turnBeginCreate): a session created for its first turn (AAP v1's
+	// PUT /session) exists with that turn or not at all. Its TenantID is
+	// the claim's.
+	Create *SessionCreateParams
 }
 
 // KnownSession is a session as a write of this process left it: its
@@ -258,6 +264,9 @@ func (s *Store) turnBegin(ctx context.Context, p *TurnBeginParams) (*TurnBegun, 
 		return nil, interpretError(err)
 	}
 	defer conn.Release()
+	if p.Create != nil {
+		return s.turnBeginCreate(ctx, conn, p)
+	}
 	if p.Known != nil && !p.Known.Version.IsZero() && !p.Queued {
 		out, claimed, err := s.turnBeginKnown(ctx, conn, p)
 		if claimed || err != nil {
@@ -830,7 +839,7 @@ func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) (SessionVers
 	if err != nil {
 		return SessionVersion{}, err
 	}
-	version, err := s.turnWrite(ctx, p.Ref, p.Step, attempt, rows, false, []batchStmt{outbox}, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
+	version, err := s.turnWrite(ctx, p.Ref, p.Step, attempt, rows, false, []batchStmt{outbox, usageTurnEnded(p.Ref, false)}, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
 		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.ContextTokens, p.ContextUpTo,
 		p.Status, p.StopReason, PgText(p.Error), p.InputTokens, p.OutputTokens, p.Step, log, p.ErrorType, attempt)
 	if err != nil {

@@ -17,26 +17,67 @@ type UsageRow struct {
 	OutputTokens int64
 }
 
-// usageSQL adds up a tenant's turns ($1) begun in [$2, $3): those of live
-// sessions from their records, those of deleted sessions from usage_daily,
-// where deleting a session rolled them up (SessionDeleteOwned). Days are UTC.
+// usageRollup adds turns of one session ($1 tenant, $2 session) that
+// match a condition to usage_daily, on the row of their begin day (UTC),
+// their session's agent and the connection's slot, with the turn count and
+// tokens each has so far. A day's usage of an agent is spread over 16
+// slots: each connection adds to the slot of its backend pid, so that
+// turns ending at once on different connections do not queue for one row
+// lock; the report adds the slots up, reading at most 16 rows a day and
+// agent however many turns there were. Each turn is added once, in the
+// transaction that ends it (TurnFinish, queueEnd) or, if its session is
+// deleted before it ends, in the deletion's (deleteSession): a usage
+// report reads usage_daily alone, and deleting a session never shrinks it.
+// Each condition is a statement of its own, so that a prepared statement's
+// generic plan reads the one turn by its key.
+const (
+	usageRollupHead = `
+	INSERT INTO usage_daily AS u (tenant_id, day, agent_name, slot, turns, input_tokens, output_tokens)
+	SELECT t.tenant_id, (t.created_at AT TIME ZONE 'UTC')::date, s.agent_name, pg_backend_pid() % 16,
+		count(*), sum(t.input_tokens), sum(t.output_tokens)
+	FROM turns t JOIN sessions s ON s.tenant_id = t.tenant_id AND s.id = t.session_id
+	WHERE t.tenant_id = $1 AND t.session_id = $2 AND `
+	usageRollupTail = `
+	GROUP BY 1, 2, 3
+	ON CONFLICT (tenant_id, day, agent_name, slot) DO UPDATE SET
+		turns = u.turns + excluded.turns,
+		input_tokens = u.input_tokens + excluded.input_tokens,
+		output_tokens = u.output_tokens + excluded.output_tokens`
+	// usageTurnSQL adds turn $3.
+	usageTurnSQL = usageRollupHead + `t.id = $3` + usageRollupTail
+	// usageRunningTurnSQL adds turn $3 if it still runs.
+	usageRunningTurnSQL = usageRollupHead + `t.id = $3 AND t.status = 'running'` + usageRollupTail
+	// usageRunningSQL adds the session's turn still running, if any.
+	usageRunningSQL = usageRollupHead + `t.status = 'running'` + usageRollupTail
+)
+
+// usageTurnEnded is the statement adding a turn that ends in the
+// transaction to its tenant's usage (usageRollup), once: queued after
+// TurnFinish's guard, which voids the transaction unless it is the turn's
+// end (running false); or, with running true, after the turn's row is
+// locked and before its end is written (queueEnd), which adds it only if
+// it still runs, so that the end that follows is the one that counts.
+func usageTurnEnded(ref TurnRef, running bool) batchStmt {
+	if running {
+		return batchStmt{sql: usageRunningTurnSQL, args: []any{ref.TenantID, ref.SessionID, ref.TurnID}}
+	}
+	return batchStmt{sql: usageTurnSQL, args: []any{ref.TenantID, ref.SessionID, ref.TurnID}}
+}
+
+// usageSQL adds up a tenant's ($1) usage of the UTC days from $2 to $3
+// (excluded), slots included.
 const usageSQL = `
-	SELECT day, agent_name, sum(turns)::bigint, sum(input_tokens)::bigint, sum(output_tokens)::bigint FROM (
-		SELECT (t.created_at AT TIME ZONE 'UTC')::date AS day, s.agent_name, count(*) AS turns,
-		       sum(t.input_tokens) AS input_tokens, sum(t.output_tokens) AS output_tokens
-		FROM turns t JOIN sessions s ON s.tenant_id = t.tenant_id AND s.id = t.session_id
-		WHERE t.tenant_id = $1 AND t.created_at >= $2 AND t.created_at < $3
-		GROUP BY 1, 2
-		UNION ALL
-		SELECT day, agent_name, turns, input_tokens, output_tokens FROM usage_daily
-		WHERE tenant_id = $1 AND day >= ($2::timestamptz AT TIME ZONE 'UTC')::date AND day < ($3::timestamptz AT TIME ZONE 'UTC')::date
-	) u
+	SELECT day, agent_name, sum(turns)::bigint, sum(input_tokens)::bigint, sum(output_tokens)::bigint
+	FROM usage_daily
+	WHERE tenant_id = $1 AND day >= ($2::timestamptz AT TIME ZONE 'UTC')::date AND day < ($3::timestamptz AT TIME ZONE 'UTC')::date
 	GROUP BY day, agent_name
 	ORDER BY day, agent_name`
 
 // Usage reports a tenant's turns and tokens per day and agent for the turns
-// begun in [from, to). Deleted sessions count in whole UTC days: give day
-// boundaries for exact figures.
+// begun on the UTC days from from's to to's (excluded; a bound within a day
+// stands for that day's start), that have ended or whose session was
+// deleted first: a turn counts once it ends, with its tokens. It reads the
+// rollup (usage_daily), a few rows a day and agent, never the turns.
 func (s *Store) Usage(ctx context.Context, tenantID string, from, to time.Time) ([]UsageRow, error) {
 	rows, err := s.tenant(tenantID).Query(ctx, usageSQL, tenantID, from, to)
 	if err != nil {

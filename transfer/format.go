@@ -17,7 +17,7 @@
 //	trailer      the counts of each kind of line and the SHA-256 of every
 //	             line before it
 //
-// A tenant document is a tenant line (its name, limits and token issuers,
+// A tenant document is a tenant line (its name, limits, retention and token issuers,
 // never its keys), its sessions' documents one after the other, and a
 // tenant trailer. Readers accept every version up to their own and refuse a
 // later one; a new kind of line or member comes with a new version.
@@ -35,7 +35,7 @@ const (
 	SessionFormat  = "aapd-session"
 	SessionVersion = 1
 	TenantFormat   = "aapd-tenant"
-	TenantVersion  = 1
+	TenantVersion  = 2 // 2: the tenant's retention policy
 )
 
 // ContentType is the media type of a document.
@@ -234,6 +234,15 @@ type Tenant struct {
 	// server's default.
 	Limits  Limits   `json:"limits"`
 	Issuers []Issuer `json:"issuers,omitempty"`
+	// Retention is the tenant's own retention policy (version 2 on); a
+	// member left out is the server's default.
+	Retention Retention `json:"retention"`
+}
+
+// Retention is a tenant's retention policy, in days (docs/lifecycle.md).
+type Retention struct {
+	IdleSessionDays *int `json:"idleSessionDays,omitempty"`
+	FullHistoryDays *int `json:"fullHistoryDays,omitempty"`
 }
 
 // Limits are a tenant's quotas.

@@ -167,12 +167,14 @@ var flagOfField = map[string]string{
 	"issuer": "--issuer", "audience": "--audience", "jwksUrl": "--jwks-url", "publicKeys": "--public-key",
 	"requestsPerSecond": "--rps", "burst": "--burst", "maxRunningTurns": "--max-running-turns",
 	"from": "--from", "to": "--to",
+	"idleSessionDays": "--idle-session-days", "fullHistoryDays": "--full-history-days",
 }
 
 // fieldsAsFlags rewrites the fields a refusal's text mentions (the camel
 // case ones, which no prose holds) as flags; and a flag has no null.
 var fieldsAsFlags = strings.NewReplacer("requestsPerSecond", "--rps", "maxRunningTurns", "--max-running-turns",
-	"jwksUrl", "--jwks-url", "publicKeys", "--public-key", "expiresAt", "--expires-in", "0 or null:", "0:")
+	"jwksUrl", "--jwks-url", "publicKeys", "--public-key", "expiresAt", "--expires-in", "0 or null:", "0:",
+	"or null for the server's default", "or 0 for the server's default")
 
 // flagOf is the flag of a refused field: scopes[1] is --scopes.
 func flagOf(field string) string {

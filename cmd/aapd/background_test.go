@@ -138,7 +138,10 @@ func TestBackgroundTurnsQueueWhileEveryWorkerIsBusyUpToMaxQueuedTurns(t *testing
 		t.Fatal(err)
 	}
 	s.Limits.Notify(store.Notification{Channel: store.LimitsChangedChannel, Payload: tn.ID})
-	busy := c.openTurn(c.echoSession(nil), streamUser("delta", slowWords(10, 100)))
+	// The busy turn outlasts the queueing below on a loaded machine (4 s):
+	// were it to end first, its worker would take a queued turn and the
+	// fourth would find room.
+	busy := c.openTurn(c.echoSession(nil), streamUser("delta", slowWords(40, 100)))
 	busy.read(2)
 
 	var queued []*aapclient.BackgroundTurn

@@ -22,12 +22,14 @@ import (
 // PostgreSQL of the test's own run background turns while the replicas are
 // SIGKILLed and PostgreSQL is restarted with -m immediate. Every turn must
 // end completed (or failed with attempts_exhausted, counted), and every
-// session's history must hold each message once, in order.
+// session's history must hold each message once, in order; and every
+// turn's end must reach the tenant's webhook endpoint, signed, under one
+// event id (redelivered perhaps, never two events for one end).
 //
 // `make test` runs a short version; `make test-faults-background` the full
 // one (AAPD_FAULTS=full): 1,000 turns, each replica killed twice and
 // PostgreSQL restarted twice. Checks of what turns' ends cause elsewhere
-// (webhook deliveries) join faultRun.checks.
+// join faultRun.checks.
 
 // faultPlan is the size of a fault run.
 type faultPlan struct {
@@ -51,6 +53,7 @@ type faultRun struct {
 	pg    *privatePostgres
 	dbURL string
 	key   string
+	env   []string // the replicas' environment, added to the test's
 	args  []string
 
 	mu       sync.Mutex
@@ -87,7 +90,7 @@ func (f *faultRun) replace(i int) {
 	dead := f.replicas[i]
 	f.mu.Unlock()
 	dead.kill()
-	fresh := startProc(f.t, f.dbURL, f.args...)
+	fresh := startProcEnv(f.t, f.dbURL, f.env, f.args...)
 	f.mu.Lock()
 	f.replicas[i] = fresh
 	f.mu.Unlock()
@@ -150,12 +153,14 @@ func TestBackgroundTurnsUnderFaults(t *testing.T) {
 		t.Skip("starts PostgreSQL and processes")
 	}
 	plan := faultPlanFromEnv()
-	pg, dbURL, key := crashablePostgres(t)
-	f := &faultRun{t: t, pg: pg, dbURL: dbURL, key: key}
+	pg, dbURL, tn := crashablePostgresTenant(t)
+	f := &faultRun{t: t, pg: pg, dbURL: dbURL, key: tn.Key}
+	hooks := newFaultHooks(t, f, tn.ID)
+	f.checks = append(f.checks, hooks.check)
 	for i := range f.replicas {
-		f.replicas[i] = startProc(t, dbURL, f.args...)
+		f.replicas[i] = startProcEnv(t, dbURL, f.env, f.args...)
 	}
-	c := &client{t: t, base: f.replicas[0].base, key: key}
+	c := &client{t: t, base: f.replicas[0].base, key: tn.Key}
 	for range plan.sessions {
 		f.sessions = append(f.sessions, c.echoSession([]aap.ServerToolRef{{Name: "calculator", Trust: true}}))
 		f.turns = append(f.turns, make([]aapclient.TurnInfo, plan.turnsEach))

@@ -4,7 +4,12 @@ import (
 	"context"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
+
+	openaisdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/conversations"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/aapclient"
@@ -12,10 +17,11 @@ import (
 )
 
 // One conversation, every door (docs/protocols.md): a session started over
-// AAP v1 is continued over AAP v3, over AG-UI and over sandbox-agent, and
-// every door then reads the same history; the session event log holds the
-// four turns, whichever door sent them, in order, and sandbox-agent's
-// events are that log's, translated.
+// AAP v1 is continued over AAP v3, over AG-UI, over sandbox-agent and over
+// the OpenAI door, and every door then reads the same history; the session
+// event log holds the five turns, whichever door sent them, in order,
+// sandbox-agent's events are that log's, translated, and the OpenAI
+// conversation's items are the history's.
 func TestOneConversationThroughEveryDoor(t *testing.T) {
 	t.Parallel()
 	s := startParallelServer(t)
@@ -36,13 +42,21 @@ func TestOneConversationThroughEveryDoor(t *testing.T) {
 		t.Fatalf("sandbox-agent's turn ended with %s", streamed[len(streamed)-1].Type)
 	}
 
+	oa := c.openai()
+	resp, err := oa.Responses.New(context.Background(), responses.ResponseNewParams{Model: "echo",
+		Conversation: responses.ResponseNewParamsConversationUnion{OfString: openaisdk.String(sid)},
+		Input:        responses.ResponseNewParamsInputUnion{OfString: openaisdk.String("over OpenAI")}})
+	if err != nil || resp.OutputText() != "Echo: over OpenAI" {
+		t.Fatalf("OpenAI response: %v %v", err, resp)
+	}
+
 	full := c.history(sid, aap.HistoryFull)
 	var texts []string
 	for _, m := range full {
 		texts = append(texts, m.Content.PlainText())
 	}
 	want := []string{"over v1", "Echo: over v1", "over v3", "Echo: over v3", "over AG-UI", "Echo: over AG-UI",
-		"over sandbox-agent", "Echo: over sandbox-agent"}
+		"over sandbox-agent", "Echo: over sandbox-agent", "over OpenAI", "Echo: over OpenAI"}
 	if !reflect.DeepEqual(texts, want) {
 		t.Fatalf("v3 full history = %q, want %q", texts, want)
 	}
@@ -57,13 +71,13 @@ func TestOneConversationThroughEveryDoor(t *testing.T) {
 			turns = append(turns, e.TurnID)
 		}
 	}
-	page, err := c.api().ListTurns(context.Background(), sid, aapclient.ListOptions{})
+	turnPage, err := c.api().ListTurns(context.Background(), sid, aapclient.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	records := page.Turns
-	if len(turns) != 4 || len(records) != 4 {
-		t.Fatalf("event log turns %v, turn records %d; want the 4 turns of the 4 doors", turns, len(records))
+	records := turnPage.Turns
+	if len(turns) != 5 || len(records) != 5 {
+		t.Fatalf("event log turns %v, turn records %d; want the 5 turns of the 5 doors", turns, len(records))
 	}
 	for i, rec := range records { // newest first
 		if got := turns[len(turns)-1-i]; got != rec.TurnID {
@@ -81,5 +95,20 @@ func TestOneConversationThroughEveryDoor(t *testing.T) {
 	}
 	if !reflect.DeepEqual(items, want) {
 		t.Errorf("sandbox-agent reads %q, want %q", items, want)
+	}
+
+	// So does the OpenAI door: the conversation's items, oldest first.
+	page, err := oa.Conversations.Items.List(context.Background(), sid, conversations.ItemListParams{
+		Order: conversations.ItemListParamsOrderAsc, Limit: openaisdk.Int(100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read []string
+	for _, s := range itemTexts(t, page.Data) {
+		_, text, _ := strings.Cut(s, ":")
+		read = append(read, text)
+	}
+	if !reflect.DeepEqual(read, want) {
+		t.Errorf("the OpenAI door reads %q, want %q", read, want)
 	}
 }

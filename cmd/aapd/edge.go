@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/aapd/aapd/httpapi"
@@ -36,6 +38,17 @@ type Edge struct {
 	MaxHeaderBytes    int
 }
 
+// Clients is how the server tells its clients apart by address, and
+// throttles those that keep failing to authenticate (docs/operations.md).
+type Clients struct {
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed
+	// (--trusted-proxies); none: the peer of a connection is its client.
+	TrustedProxies []netip.Prefix
+	// AuthThrottle bounds failed authentications per client address
+	// (--auth-failure-burst, --auth-failure-rate); zero is off.
+	AuthThrottle httpapi.AuthThrottle
+}
+
 // edgeFlags defines the flags of Edge.
 func edgeFlags(f *flagSet, e *Edge) {
 	f.StringVar(&e.MetricsAddr, "metrics-addr", "", "serve /metrics on this address only (e.g. 127.0.0.1:9090), not on --addr")
@@ -50,6 +63,20 @@ func edgeFlags(f *flagSet, e *Edge) {
 	f.fromEnv("max-header-bytes", "AAPD_MAX_HEADER_BYTES")
 }
 
+// clientsFlags defines the flags of Clients.
+func clientsFlags(f *flagSet, e *Clients) {
+	f.Func("trusted-proxies", "comma-separated addresses and CIDR prefixes of the proxies whose X-Forwarded-For names the client (empty: none, the connection's peer is the client)", func(s string) error {
+		p, err := httpapi.ParseTrustedProxies(s)
+		e.TrustedProxies = p
+		return err
+	})
+	f.fromEnv("trusted-proxies", "AAPD_TRUSTED_PROXIES")
+	f.IntVar(&e.AuthThrottle.Burst, "auth-failure-burst", httpapi.DefaultAuthFailureBurst, "failed authentications a client address may make in a row before it is refused with 429 (0: no throttle)")
+	f.fromEnv("auth-failure-burst", "AAPD_AUTH_FAILURE_BURST")
+	f.Float64Var(&e.AuthThrottle.Rate, "auth-failure-rate", httpapi.DefaultAuthFailureRate, "failed authentications per second a client address is forgiven, after its burst")
+	f.fromEnv("auth-failure-rate", "AAPD_AUTH_FAILURE_RATE")
+}
+
 // check refuses values that would leave the edge open or unusable.
 func (e Edge) check() error {
 	if e.ReadHeaderTimeout < 100*time.Millisecond || e.BodyTimeout < 100*time.Millisecond || e.IdleTimeout < 100*time.Millisecond {
@@ -57,6 +84,15 @@ func (e Edge) check() error {
 	}
 	if e.MaxHeaderBytes < 4<<10 {
 		return &usageError{"--max-header-bytes must be at least 4096"}
+	}
+
+	return nil
+}
+
+// check refuses a throttle that cannot work.
+func (e Clients) check() error {
+	if e.AuthThrottle.Burst < 0 || (e.AuthThrottle.Burst > 0 && !(e.AuthThrottle.Rate > 0 && !math.IsInf(e.AuthThrottle.Rate, 0))) {
+		return &usageError{"--auth-failure-burst must not be negative (0: no throttle), and --auth-failure-rate must be a finite number above 0"}
 	}
 	return nil
 }

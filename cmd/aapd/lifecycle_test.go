@@ -314,7 +314,7 @@ func TestImportRefusesABrokenDocument(t *testing.T) {
 }
 
 // A tenant moves to another database (from plain PostgreSQL to Citus, in
-// production) with aapd tenants export and import: its limits, issuers and
+// production) with aapd tenants export and import: its limits, retention, issuers and
 // every session, secret values sealed with the key both servers share,
 // never its API keys. A session moves alone with aapd sessions export and
 // import.
@@ -325,6 +325,7 @@ func TestCLIMovesATenantToAnotherDatabase(t *testing.T) {
 	tenant := uniqueName("moving")
 	aapd(t, "tenants", "create", "--database-url", db, tenant).ok(t)
 	aapd(t, "limits", "set", "--database-url", db, "--tenant", tenant, "--max-running-turns", "7").ok(t)
+	aapd(t, "retention", "set", "--database-url", db, "--tenant", tenant, "--idle-session-days", "90").ok(t)
 	iss := "https://" + uniqueName("login") + ".example"
 	aapd(t, "issuers", "add", "--database-url", db, "--tenant", tenant, "--issuer", iss, "--audience", "app", "--jwks-url", iss+"/jwks").ok(t)
 	c := &client{t: t, base: s.base, key: strings.TrimSpace(aapd(t, "keys", "create", "--database-url", db, "--tenant", tenant).ok(t).stdout)}
@@ -365,6 +366,9 @@ func TestCLIMovesATenantToAnotherDatabase(t *testing.T) {
 	}
 	if out := aapd(t, "limits", "show", "--database-url", target, "--tenant", tenant).ok(t).stdout; !strings.Contains(out, "7") {
 		t.Errorf("limits after the move: %s", out)
+	}
+	if out := aapd(t, "retention", "show", "--database-url", target, "--tenant", tenant).ok(t).stdout; out != "idle sessions\t90 days (tenant)\nfull history\tforever\n" {
+		t.Errorf("retention after the move: %q", out)
 	}
 	if rows := table(aapd(t, "issuers", "list", "--database-url", target, "--tenant", tenant).ok(t).stdout); len(rows) != 2 || rows[1][1] != iss {
 		t.Errorf("issuers after the move: %v", rows)

@@ -68,9 +68,9 @@ func checkRetryAfter(t *testing.T, r response) {
 	}
 }
 
-// Tenant A fills every worker; B's turns still start, up to its fair
-// share, while A's next turn is refused with 429. Alone, A meets a full
-// server: 503.
+// Tenant A fills every worker; its next turn is refused with 429
+// fair-share (A alone is the load: not a 503), while B's turns still
+// start, up to B's fair share.
 func TestFairShareOfBusyWorkers(t *testing.T) {
 	const workers = 4
 	s := startServer(t, func(c *Config) { c.Workers = workers })
@@ -78,7 +78,7 @@ func TestFairShareOfBusyWorkers(t *testing.T) {
 	for range workers {
 		a.startSlowTurn()
 	}
-	a.turnRefusal(t, a.echoSession(nil), http.StatusServiceUnavailable, "overloaded", false) // a lone tenant over the pool
+	a.turnRefusal(t, a.echoSession(nil), http.StatusTooManyRequests, "fair-share", true) // a lone tenant over the pool
 
 	b.startSlowTurn() // below its share of 2: admitted beyond the pool
 	if got := b.say(b.echoSession(nil), "hello").Messages[0].Content.PlainText(); got != "Echo: hello" {

@@ -9,6 +9,7 @@
 //	aapd keys create|list|revoke                manage a tenant's API keys
 //	aapd issuers add|list|remove                manage a tenant's token issuers
 //	aapd limits set|show                        a tenant's quotas
+//	aapd retention set|show|sweep               a tenant's retention policy; one sweep
 //	aapd usage --tenant NAME                    a tenant's turns and tokens
 //	aapd webhooks create|list|get|delete|...    manage a tenant's webhooks
 //	aapd healthcheck [--url URL]                probe a server (container health checks)
@@ -59,6 +60,10 @@ Usage:
   aapd limits set --tenant NAME [--rps N --burst N] [--max-running-turns N]
                                                   replace a tenant's limits (left out: the server's default)
   aapd limits show --tenant NAME                  show a tenant's limits
+  aapd retention set --tenant NAME [--idle-session-days N] [--full-history-days N]
+                                                  replace a tenant's retention policy (left out: the server's default)
+  aapd retention show --tenant NAME               show the retention policy in force for a tenant, and where it comes from
+  aapd retention sweep --once                     run one retention sweep over every tenant; prints what it deleted
   aapd usage --tenant NAME [--from DATE] [--to DATE]
                                                   turns and tokens per day and agent (default: last 30 days)
   aapd webhooks create --tenant NAME --url URL --events TYPE,... [--description TEXT]
@@ -177,6 +182,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return issuersCmd(ctx, rest, stdout, stderr)
 	case "limits":
 		return limitsCmd(ctx, rest, stdout, stderr)
+	case "retention":
+		return retentionCmd(ctx, rest, stdout, stderr)
 	case "usage":
 		return cliError(usageCmd(ctx, rest, stdout, stderr))
 	case "webhooks":

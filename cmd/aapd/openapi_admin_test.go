@@ -118,6 +118,12 @@ func TestOpenAPIAdminRoutes(t *testing.T) {
 	op.do("DELETE", "/tenants/"+name+"/issuers/"+issuer.ID, nil).expect(t, http.StatusNoContent)
 	checkProblem(t, op.do("DELETE", "/tenants/"+name+"/issuers/"+issuer.ID, nil), http.StatusNotFound, "not-found")
 
+	// Retention.
+	op.do("GET", "/tenants/"+name+"/retention", nil).expect(t, http.StatusOK)
+	op.do("PUT", "/tenants/"+name+"/retention", map[string]any{"idleSessionDays": 90, "fullHistoryDays": nil}).expect(t, http.StatusOK)
+	checkProblem(t, op.do("PUT", "/tenants/"+name+"/retention", map[string]any{"idleSessionDays": 0}), http.StatusBadRequest, "invalid-request")
+	checkProblem(t, op.do("GET", "/tenants/"+uniqueName("none")+"/retention", nil), http.StatusNotFound, "not-found")
+
 	// Usage.
 	op.do("GET", "/tenants/"+name+"/usage", nil).expect(t, http.StatusOK)
 	op.do("GET", "/tenants/"+name+"/usage?from=2025-01-01&to=2025-01-31T12:00:00Z", nil).expect(t, http.StatusOK)

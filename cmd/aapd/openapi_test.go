@@ -162,6 +162,10 @@ func (s *sseChecker) line(l string) {
 					// AG-UI events are data lines alone (httpapi/agui).
 					check = func(_, _, data string) []string { return s.doc.CheckSchema("AGUIEvent", []byte(data)) }
 				}
+				if strings.Contains(s.what, " /openai/") {
+					// OpenAI's events: named data lines (httpapi/openai).
+					check = func(_, _, data string) []string { return s.doc.CheckSchema("OpenAIStreamEvent", []byte(data)) }
+				}
 				if openapitest.IsSandboxAgent(strings.TrimPrefix(strings.TrimPrefix(s.what, "GET "), "POST ")) {
 					// UniversalEvents: data lines, each with its sequence as id.
 					check = func(_, _, data string) []string { return s.doc.CheckUniversalEvent([]byte(data)) }

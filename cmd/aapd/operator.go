@@ -54,6 +54,7 @@ func (m *Main) adminHandler() (http.Handler, error) {
 		Store: m.Store, Logger: m.log, Actor: "admin-api",
 		Notify:              func(n store.Notification) { m.API.Notify(n) },
 		WebhookAllowPrivate: m.cfg.WebhookAllowPrivate,
+		Retention:           m.cfg.Retention,
 	})
 	h, err := admin.NewHandler(svc, m.cfg.AdminToken)
 	if err != nil {

@@ -91,6 +91,14 @@ func (pg *privatePostgres) url(db string) string {
 // and a tenant in it.
 func crashablePostgres(t *testing.T) (pg *privatePostgres, dbURL, key string) {
 	t.Helper()
+	pg, dbURL, tn := crashablePostgresTenant(t)
+	return pg, dbURL, tn.Key
+}
+
+// crashablePostgresTenant is crashablePostgres with the whole tenant, for
+// a test that also writes the tenant's rows itself.
+func crashablePostgresTenant(t *testing.T) (pg *privatePostgres, dbURL string, tn storetest.Tenant) {
+	t.Helper()
 	pg = newPrivatePostgres(t)
 	dbURL = pg.url("aapd")
 	ctx := context.Background()
@@ -105,7 +113,7 @@ func crashablePostgres(t *testing.T) (pg *privatePostgres, dbURL, key string) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	return pg, dbURL, storetest.NewTenant(t, st).Key
+	return pg, dbURL, storetest.NewTenant(t, st)
 }
 
 func TestDatabaseOutageIs503ThenServesAgainWithoutRestart(t *testing.T) {

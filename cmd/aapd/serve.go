@@ -24,11 +24,13 @@ import (
 	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/httpapi/admin"
 	"github.com/aapd/aapd/httpapi/agui"
+	openaidoor "github.com/aapd/aapd/httpapi/openai"
 	"github.com/aapd/aapd/httpapi/sandboxagent"
 	v1 "github.com/aapd/aapd/httpapi/v1"
 	v3 "github.com/aapd/aapd/httpapi/v3"
 	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/quota"
+	"github.com/aapd/aapd/retention"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/turnqueue"
 	"github.com/aapd/aapd/webhooks"
@@ -68,6 +70,9 @@ type Config struct {
 	// Edge holds the listeners' timeouts and limits, and where /metrics
 	// is served (edge.go).
 	Edge
+	// Clients says which proxies to believe about a client's address, and
+	// throttles failed authentications by it (edge.go).
+	Clients       Clients
 	EncryptionKey []byte
 	Dev           bool
 	LogLevel      slog.Level
@@ -90,6 +95,11 @@ type Config struct {
 	// WebhookTLS, when set, is the TLS configuration of webhook requests
 	// (tests trust their receivers with it); nil: the system's roots.
 	WebhookTLS *tls.Config
+	// Retention is the default retention policy of a tenant without its
+	// own (docs/lifecycle.md); zero fields keep forever.
+	Retention store.TenantRetention
+	// RetentionInterval is the time between two retention sweeps.
+	RetentionInterval time.Duration
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
@@ -135,6 +145,7 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	f.DurationVar(&cfg.KeepAlive, "sse-keepalive", httpapi.DefaultKeepAlive, "idle time after which a stream sends a keep-alive comment")
 	f.fromEnv("sse-keepalive", "AAPD_SSE_KEEPALIVE")
 	edgeFlags(f, &cfg.Edge)
+	clientsFlags(f, &cfg.Clients)
 	key := encryptionKeyFlag(f)
 	f.StringVar(&cfg.AgentsFile, "config", "", "agents configuration file (YAML, docs/agents.md); without one, the echo agent alone")
 	f.fromEnv("config", "AAPD_CONFIG")
@@ -146,6 +157,9 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	f.fromEnv("admin-token-file", "AAPD_ADMIN_TOKEN_FILE")
 	f.BoolVar(&cfg.WebhookAllowPrivate, "webhook-allow-private", false, "admit webhook URLs on loopback and private addresses, and http ones (tests, on-premises receivers)")
 	f.fromEnv("webhook-allow-private", "AAPD_WEBHOOK_ALLOW_PRIVATE")
+	retentionFlags(f, &cfg.Retention)
+	f.DurationVar(&cfg.RetentionInterval, "retention-interval", retention.DefaultInterval, "time between two retention sweeps (one replica sweeps at a time)")
+	f.fromEnv("retention-interval", "AAPD_RETENTION_INTERVAL")
 	level := f.String("log-level", "info", "debug, info, warn or error")
 	f.fromEnv("log-level", "AAPD_LOG_LEVEL")
 	if err := f.parse(args); err != nil {
@@ -198,7 +212,16 @@ func parseServeFlags(args []string, stderr io.Writer) (cfg Config, err error) {
 	if cfg.Addr == "" {
 		return Config{}, &usageError{"--addr must not be empty (e.g. :8080)"}
 	}
+	if err := checkRetention(cfg.Retention); err != nil {
+		return Config{}, err
+	}
+	if cfg.RetentionInterval < time.Second {
+		return Config{}, &usageError{"--retention-interval must be at least 1s"}
+	}
 	if err := cfg.Edge.check(); err != nil {
+		return Config{}, err
+	}
+	if err := cfg.Clients.check(); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
@@ -254,6 +277,9 @@ type Main struct {
 	// Webhooks sends the tenants' webhook deliveries (every replica runs
 	// one).
 	Webhooks *webhooks.Deliverer
+	// Retention sweeps what the tenants' retention policies no longer
+	// keep (every replica runs one; one sweeps at a time).
+	Retention *retention.Sweeper
 	// Registry holds every metric the process exports.
 	Registry *prometheus.Registry
 	agents   *agentconfig.Loaded
@@ -386,6 +412,7 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 			v1.New(v1.Config{Sessions: m.Store, Agents: registry, Runner: m.Runner}),
 			agui.New(agui.Config{Store: m.Store, Agents: registry, Runner: m.Runner}),
 			sandboxagent.New(sandboxagent.Config{Store: m.Store, Agents: registry, Runner: m.Runner}),
+			openaidoor.New(openaidoor.Config{Store: m.Store, Agents: registry, Runner: m.Runner}),
 		},
 		MetaRequiresAuth: m.cfg.MetaRequiresAuth, CORSOrigins: m.cfg.CORSOrigins,
 		MaxBodyBytes: m.cfg.MaxBodyBytes, KeepAlive: m.cfg.KeepAlive, Logger: m.log,
@@ -393,12 +420,13 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 		Tokens:   auth.VerifierConfig{JWKSMinRefresh: m.cfg.JWKSMinRefresh},
 		Admin:    operator,
 		Registry: m.Registry, Build: buildInfo(),
+		TrustedProxies: m.cfg.Clients.TrustedProxies, AuthThrottle: m.cfg.Clients.AuthThrottle,
 	})
 	// The instance marks this process alive for the claims of its turns,
 	// and brings other processes' cancel requests, key revocations and
-	// removals of token issuers and limit changes.
+	// creations, removals of token issuers and limit changes.
 	if m.Instance, err = m.Store.StartInstance(ctx, store.InstanceParams{
-		Channels: []string{store.CancelChannel, store.KeyRevokedChannel, store.IssuerChangedChannel, store.LimitsChangedChannel},
+		Channels: []string{store.CancelChannel, store.KeyRevokedChannel, store.KeyCreatedChannel, store.IssuerChangedChannel, store.LimitsChangedChannel},
 		OnNotify: func(n store.Notification) {
 			m.Runner.Notify(n)
 			m.API.Notify(n)
@@ -416,6 +444,9 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 	}
 	m.Queue = turnqueue.New(turnqueue.Config{Store: m.Store, Runner: m.Runner, Logger: m.log})
 	m.Queue.Start()
+	m.Retention = retention.New(retention.Config{Store: m.Store, Logger: m.log, Registry: m.Registry,
+		Defaults: m.cfg.Retention, Interval: m.cfg.RetentionInterval})
+	m.Retention.Start()
 	m.http = m.cfg.Edge.server(httpapi.Traced(m.API, m.tracing.provider), m.log)
 	go func() { m.served <- m.http.Serve(m.ln) }()
 	m.serveMetrics()
@@ -497,6 +528,7 @@ func (m *Main) shutdown(delay time.Duration) error {
 	// No more background turns are taken from the queue; those running
 	// here are handed back to it if the drain cannot wait for them.
 	m.Queue.Stop()
+	m.Retention.Stop()
 	drainCtx, cancel := context.WithTimeout(context.Background(), m.cfg.DrainTimeout)
 	defer cancel()
 	httpDone := make(chan error, 1)
@@ -539,6 +571,9 @@ func (m *Main) close() {
 	}
 	if m.Queue != nil {
 		m.Queue.Stop()
+	}
+	if m.Retention != nil {
+		m.Retention.Stop()
 	}
 	if m.API != nil {
 		m.API.Close()

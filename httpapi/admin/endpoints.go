@@ -152,6 +152,26 @@ func (h *Handler) setLimits(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, got)
 }
 
+func (h *Handler) getRetention(w http.ResponseWriter, r *http.Request) error {
+	got, err := h.svc.GetRetention(r.Context(), mux.Vars(r)["name"])
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, got)
+}
+
+func (h *Handler) setRetention(w http.ResponseWriter, r *http.Request) error {
+	var req RetentionRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	got, err := h.svc.SetRetention(r.Context(), mux.Vars(r)["name"], req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, got)
+}
+
 func (h *Handler) usage(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	u, err := h.svc.Usage(r.Context(), mux.Vars(r)["name"], q.Get("from"), q.Get("to"))

@@ -78,6 +78,8 @@ func (h *Handler) routes() *mux.Router {
 	a.Handle("/tenants/{name}/issuers/{id}", h.handle(h.removeIssuer)).Methods(http.MethodDelete)
 	a.Handle("/tenants/{name}/limits", h.handle(h.getLimits)).Methods(http.MethodGet)
 	a.Handle("/tenants/{name}/limits", h.handle(h.setLimits)).Methods(http.MethodPut)
+	a.Handle("/tenants/{name}/retention", h.handle(h.getRetention)).Methods(http.MethodGet)
+	a.Handle("/tenants/{name}/retention", h.handle(h.setRetention)).Methods(http.MethodPut)
 	a.Handle("/tenants/{name}/usage", h.handle(h.usage)).Methods(http.MethodGet)
 	a.Handle("/tenants/{name}/webhooks", h.handle(h.createWebhook)).Methods(http.MethodPost)
 	a.Handle("/tenants/{name}/webhooks", h.handle(h.listWebhooks)).Methods(http.MethodGet)

@@ -168,6 +168,7 @@ func (s *Service) CreateKey(ctx context.Context, tenant string, req KeyRequest) 
 		attrs = append(attrs, slog.Time("expires_at", req.ExpiresAt.UTC()))
 	}
 	s.audit(ctx, "key.create", t, k.PublicID, attrs...)
+	s.notify(store.Notification{Channel: store.KeyCreatedChannel, Payload: k.PublicID})
 	return CreatedKey{Key: s.keyOf(k), Secret: nk.Secret}, nil
 }
 

@@ -34,6 +34,9 @@ type Config struct {
 	// WebhookAllowPrivate admits webhook URLs on loopback and private
 	// addresses, and http ones (--webhook-allow-private).
 	WebhookAllowPrivate bool
+	// Retention is the server's default retention policy (flags of aapd
+	// serve), shown beside a tenant's own.
+	Retention store.TenantRetention
 }
 
 // Service performs the operator's operations.
@@ -46,6 +49,8 @@ type Service struct {
 	now    func() time.Time
 	// webhookAllowPrivate: Config.WebhookAllowPrivate.
 	webhookAllowPrivate bool
+	// retention: Config.Retention.
+	retention store.TenantRetention
 }
 
 // NewService returns a Service over a store.
@@ -60,7 +65,8 @@ func NewService(cfg Config) *Service {
 		cfg.Notify = func(store.Notification) {}
 	}
 	return &Service{st: cfg.Store, log: cfg.Logger, audits: logctx.Auditor(cfg.Logger),
-		actor: cfg.Actor, notify: cfg.Notify, now: cfg.Now, webhookAllowPrivate: cfg.WebhookAllowPrivate}
+		actor: cfg.Actor, notify: cfg.Notify, now: cfg.Now, webhookAllowPrivate: cfg.WebhookAllowPrivate,
+		retention: cfg.Retention}
 }
 
 // ErrorKind says how an operation was refused.

@@ -18,7 +18,7 @@ import (
 // so a server with the same key takes them back; a tenant's own exports
 // (the AAP API) never do.
 
-// ExportTenant writes a tenant's document to out: its limits, its token
+// ExportTenant writes a tenant's document to out: its limits, retention, token
 // issuers and every session, never its API keys. done is called after each
 // session (progress).
 func (s *Service) ExportTenant(ctx context.Context, name string, out io.Writer, done func(sessionID string)) (int64, error) {
@@ -33,6 +33,8 @@ func (s *Service) ExportTenant(ctx context.Context, name string, out io.Writer, 
 	doc := transfer.Tenant{Name: t.Name, CreatedAt: t.CreatedAt.UTC()}
 	l := limitsOf(t.Limits)
 	doc.Limits = transfer.Limits{RequestsPerSecond: l.RequestsPerSecond, Burst: l.Burst, MaxRunningTurns: l.MaxRunningTurns}
+	r := retentionOf(t.Retention, store.TenantRetention{})
+	doc.Retention = transfer.Retention{IdleSessionDays: r.IdleSessionDays, FullHistoryDays: r.FullHistoryDays}
 	for _, i := range issuers {
 		doc.Issuers = append(doc.Issuers, transfer.Issuer{Issuer: i.Issuer, Audience: i.Audience, JWKSURL: i.JWKSURL, PublicKeys: i.PublicKeys})
 	}
@@ -45,7 +47,7 @@ func (s *Service) ExportTenant(ctx context.Context, name string, out io.Writer, 
 }
 
 // ImportTenant creates a tenant from a tenant document read from r, named
-// name (the document's name when empty), with its limits, issuers and
+// name (the document's name when empty), with its limits, retention, issuers and
 // sessions, each keeping its owner. It is all or nothing: on any error the
 // tenant it created is deleted again. A document that breaks a rule is
 // Invalid, naming the line and the rule.
@@ -89,6 +91,20 @@ func (ti *tenantImporter) CreateTenant(ctx context.Context, t transfer.Tenant) (
 	if l != (Limits{}) {
 		if _, err := ti.svc.SetLimits(ctx, name, l); err != nil {
 			return created.ID, fmt.Errorf("the tenant's limits: %w", err)
+		}
+	}
+	if r := t.Retention; r != (transfer.Retention{}) {
+		req := RetentionRequest{}
+		if r.IdleSessionDays != nil {
+			v := float64(*r.IdleSessionDays)
+			req.IdleSessionDays = &v
+		}
+		if r.FullHistoryDays != nil {
+			v := float64(*r.FullHistoryDays)
+			req.FullHistoryDays = &v
+		}
+		if _, err := ti.svc.SetRetention(ctx, name, req); err != nil {
+			return created.ID, fmt.Errorf("the tenant's retention: %w", err)
 		}
 	}
 	for _, i := range t.Issuers {

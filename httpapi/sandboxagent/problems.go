@@ -63,6 +63,7 @@ var errorTypes = map[string]string{
 	"cors-refused":           errPermissionDenied,
 	"not-found":              errSessionNotFound,
 	"rate-limited":           errTimeout,
+	"auth-throttled":         errTimeout,
 	"running-turns-limit":    errTimeout,
 	"fair-share":             errTimeout,
 	"overloaded":             errTimeout,

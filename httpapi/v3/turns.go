@@ -201,8 +201,7 @@ func (d *Door) turnEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		after, field = n, c.name
 	}
-	ref := t.Ref()
-	n, finished, err := d.cfg.Runner.LogPosition(r.Context(), ref)
+	src, n, finished, err := d.cfg.Runner.FollowAfter(r.Context(), t.Ref(), int(after))
 	if err != nil {
 		return err
 	}
@@ -213,7 +212,7 @@ func (d *Door) turnEvents(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	return d.edge.StreamTurn(w, r, d.cfg.Runner.Follow(ref), httpapi.StreamOptions{After: int(after), Follow: true})
+	return d.edge.StreamTurn(w, r, src, httpapi.StreamOptions{After: int(after), Follow: true})
 }
 
 // cancelWait is how long POST .../cancel waits for the turn to stop.

@@ -354,3 +354,12 @@ func MissingDatabase(t testing.TB) (u string, exists func() bool) {
 		return n == 1
 	}
 }
+
+// AgeSession makes a session look last changed age ago, as the retention
+// sweeper judges idleness: tests move its clock by writing the past into
+// the database instead of waiting.
+func AgeSession(t testing.TB, dbURL, tenantID, sessionID string, age time.Duration) {
+	t.Helper()
+	Exec(t, dbURL, `UPDATE sessions SET updated_at = now() - $3 * interval '1 second' WHERE tenant_id = $1 AND id = $2`,
+		tenantID, sessionID, age.Seconds())
+}
