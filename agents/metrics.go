@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aapd/aapd/aap"
+	"github.com/aapd/aapd/compaction"
 	"github.com/aapd/aapd/store"
 )
 
@@ -90,7 +91,71 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.turns, m.turnDuration, m.modelDuration, m.modelErrors, m.tokens,
 			m.toolCalls, m.compactions, m.compactionDuration, m.background)
 	}
+	// Every series whose labels come from fixed sets exists, at zero, from
+	// the start: a dashboard's panel or an alert sees it before the first
+	// event. (The agents' own series come with the agents: exportAgents.)
+	for _, e := range []string{backgroundQueued, backgroundStarted, backgroundResumed, backgroundHandedBack, backgroundExhausted, backgroundCancelled} {
+		m.background.WithLabelValues(e)
+	}
+	for _, s := range []compaction.StrategyName{compaction.StrategyWindow, compaction.StrategyPruneToolResults, compaction.StrategySummarize} {
+		for _, trigger := range []string{TriggerAuto, TriggerManual} {
+			for _, outcome := range compactionOutcomes {
+				m.compactions.WithLabelValues(string(s), trigger, outcome)
+				m.compactionDuration.WithLabelValues(string(s), trigger, outcome)
+			}
+		}
+	}
+	m.toolCalls.WithLabelValues("unknown", "server", toolUnavailable)
+	m.toolCalls.WithLabelValues("client", "client", toolDelegated)
 	return m
+}
+
+// turnStatuses are the statuses a turn ends with (aapd_turns_total).
+var turnStatuses = []store.TurnStatus{store.TurnCompleted, store.TurnFailed, store.TurnCancelled, store.TurnInterrupted}
+
+// compactionOutcomes are the outcomes of aapd_compactions_total.
+var compactionOutcomes = []string{"compacted", "unchanged", "conflict", "error"}
+
+// exportAgents makes the series of the agents served exist, at zero: their
+// turns by every status and stop reason, their model's calls, tokens and
+// errors, and their server tools' calls by outcome. (An MCP server's tools
+// are known only once it is reached: their series start with their first
+// call.)
+func (m *Metrics) exportAgents(agents *Registry) {
+	if m == nil || agents == nil {
+		return
+	}
+	for _, a := range agents.list {
+		for _, status := range turnStatuses {
+			for _, reason := range append(stopReasonLabels(), labelOther) {
+				m.turns.WithLabelValues(a.Info.Name, string(status), reason)
+			}
+		}
+		m.turnDuration.WithLabelValues(a.Info.Name)
+		provider := a.providerLabel()
+		for _, model := range a.modelLabels() {
+			m.modelDuration.WithLabelValues(provider, model)
+			m.modelErrors.WithLabelValues(provider, model)
+			m.tokens.WithLabelValues(provider, model, "input")
+			m.tokens.WithLabelValues(provider, model, "output")
+		}
+		for _, t := range a.Tools {
+			if _, ok := t.(mcpTool); ok {
+				continue
+			}
+			for _, outcome := range []string{toolOK, toolError} {
+				m.toolCalls.WithLabelValues(t.Spec().Name, "server", outcome)
+			}
+		}
+	}
+}
+
+func stopReasonLabels() []string {
+	out := make([]string, len(stopReasons))
+	for i, r := range stopReasons {
+		out[i] = string(r)
+	}
+	return out
 }
 
 // backgroundTurn counts an event of a background turn.
@@ -163,6 +228,24 @@ func (a *Agent) providerLabel() string {
 	return a.Provider
 }
 
+// modelLabels are every value modelLabel can return for the agent: its own
+// model, its model option's values, and "other".
+func (a *Agent) modelLabels() []string {
+	labels := []string{labelOther}
+	add := func(m string) {
+		if m != "" && !slices.Contains(labels, m) {
+			labels = append(labels, m)
+		}
+	}
+	add(a.ModelName)
+	if o, ok := a.Info.Option(a.ModelOption); ok && a.ModelOption != "" {
+		for _, m := range o.Options {
+			add(m)
+		}
+	}
+	return labels
+}
+
 // modelLabel is the model id a call runs with when the agent's
 // configuration declares it (its own model, or a value of its model
 // option), else "other": a session may set an option to anything.
@@ -221,15 +304,15 @@ func (m *Metrics) compacted(agent *Agent, trigger string, start time.Time, out C
 	if agent.Compaction == nil {
 		return
 	}
-	outcome := "unchanged"
+	outcome := compactionOutcomes[1]
 	var running *store.TurnRunningError
 	switch {
 	case errors.Is(err, store.ErrCompactionConflict), errors.As(err, &running), errors.Is(err, store.ErrClaimLost):
-		outcome = "conflict"
+		outcome = compactionOutcomes[2]
 	case err != nil:
-		outcome = "error"
+		outcome = compactionOutcomes[3]
 	case out.Changed:
-		outcome = "compacted"
+		outcome = compactionOutcomes[0]
 	}
 	strategy := string(agent.Compaction.Policy.Strategy)
 	m.compactions.WithLabelValues(strategy, trigger, outcome).Inc()

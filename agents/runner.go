@@ -143,6 +143,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		running: map[string]*activeTurn{}, beatDone: make(chan struct{}), freed: make(chan struct{}, 1),
 	}
 	cfg.Metrics.watchHistoryCache(r.cache)
+	cfg.Metrics.exportAgents(cfg.Agents)
 	return r
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -129,6 +130,36 @@ func (m *metrics) keyLookedUp(err error) {
 		result = keyLookupResults[2]
 	}
 	m.keyLookups.WithLabelValues(result).Inc()
+}
+
+// exportRoutes makes the series of every route exist, at zero, from the
+// start, so that a dashboard's panel or an alert sees them before the first
+// request: each route's requests by method and the status classes a route
+// answers (2xx, 4xx, 5xx), their durations, and its client disconnects;
+// "unmatched" too.
+func (m *metrics) exportRoutes(r *mux.Router) {
+	export := func(route string, methods []string) {
+		m.clientDisconnects.WithLabelValues(route)
+		for _, method := range methods {
+			for _, class := range []string{"2xx", "4xx", "5xx"} {
+				m.requests.WithLabelValues(methodLabel(method), route, class)
+			}
+			m.duration.WithLabelValues(methodLabel(method), route)
+		}
+	}
+	export("unmatched", []string{http.MethodGet, http.MethodPost, http.MethodOptions})
+	_ = r.Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
+		tpl, err := route.GetPathTemplate()
+		if err != nil {
+			return nil
+		}
+		methods, err := route.GetMethods()
+		if err != nil { // a prefix taking every method (/admin/v1/)
+			methods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+		}
+		export(tpl, methods)
+		return nil
+	})
 }
 
 // rejected counts p if it is a rejection (rejectionCauses).

@@ -179,6 +179,7 @@ func (s *Server) routes() http.Handler {
 	for _, d := range s.cfg.Doors {
 		d.Mount(r, e)
 	}
+	s.metrics.exportRoutes(r)
 	return r
 }
 

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -534,4 +537,24 @@ func TestOpenAIBackground(t *testing.T) {
 	if _, err := other.Responses.Get(ctx, slow.ID, responses.ResponseGetParams{}); apiErr(t, err).StatusCode != http.StatusNotFound {
 		t.Fatal("another tenant reads the response")
 	}
+}
+
+// TestOpenAIOfficialClients runs interop/openai/run.mjs — the openai npm
+// client (7.x) and @openai/agents, pinned by its lock file, through eight
+// scenarios — against a real server, with a second tenant.
+func TestOpenAIOfficialClients(t *testing.T) {
+	node, errNode := exec.LookPath("node")
+	npm, errNpm := exec.LookPath("npm")
+	if errNode != nil || errNpm != nil {
+		t.Skip("node and npm are not installed: install Node.js 20 or later to run the OpenAI clients' interop test")
+	}
+	dir, err := filepath.Abs("../../interop/openai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	npmInstall(t, npm, dir)
+	s := startParallelServer(t)
+	c, other := s.newTenant(t), s.newTenant(t)
+	env := append(os.Environ(), "AAPD_URL="+s.base, "AAPD_KEY="+c.key, "AAPD_OTHER_KEY="+other.key)
+	runScenarios(t, node, dir, "run.mjs", env, 8)
 }

@@ -41,6 +41,17 @@ type Item struct {
 	Error       *string `json:"error,omitempty"`
 }
 
+// MarshalJSON writes the item; a message has its content, empty or not
+// (the SDKs' stream helpers add parts to it).
+func (it Item) MarshalJSON() ([]byte, error) {
+	type plain Item
+	b, err := json.Marshal(plain(it))
+	if err != nil || it.Type != typeMessage || len(it.Content) > 0 {
+		return b, err
+	}
+	return append(b[:len(b)-1], `,"content":[]}`...), nil
+}
+
 // Part is a part of a message's content (input_text, output_text,
 // input_image) or a reasoning summary (summary_text).
 type Part struct {
