@@ -81,10 +81,10 @@ func (l turnLoad) run(t *testing.T, limit time.Duration) {
 						}
 						break
 					}
-					// A refusal other than 503 or 409 is final; no answer
-					// at all is retried.
+					// A refusal other than 503, 429 (every worker busy) or
+					// 409 is final; no answer at all is retried.
 					var e *aapclient.Error
-					if errors.As(err, &e) && e.Status != http.StatusServiceUnavailable && e.Status != http.StatusConflict {
+					if errors.As(err, &e) && e.Status != http.StatusServiceUnavailable && e.Status != http.StatusTooManyRequests && e.Status != http.StatusConflict {
 						errs <- fmt.Errorf("%s: %w", text, err)
 						return
 					}
