@@ -147,13 +147,13 @@ func (s *Store) importSession(ctx context.Context, tx pgx.Tx, p SessionImportPar
 // importer writes an import's rows with COPY: the full history streamed,
 // the rest buffered per table a few MiB at a time.
 type importer struct {
-	tx        pgx.Tx
-	tenantID  string
+	tx       pgx.Tx
+	tenantID string
 	// appRole and choresRole are the store's (bulk).
 	appRole, choresRole string
-	sessionID string
-	next      func() (ImportPart, error)
-	keepIDs   bool
+	sessionID           string
+	next                func() (ImportPart, error)
+	keepIDs             bool
 	// stashed is a part pulled but not taken yet (copyHistory stops at it).
 	stashed *ImportPart
 
