@@ -73,16 +73,14 @@ func TestV1CreateKilledBetweenSeedAndClaimLeavesNoSession(t *testing.T) {
 		}
 	}()
 	var pid int32
+	// The creation's batch waits on the lock (where in the batch depends on
+	// when its statements take their locks): killed there, before its one
+	// commit, it must leave nothing.
 	waitFor(t, "the creation to wait for the lock on turns", 10*time.Second, func() bool {
 		err := lock.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`).Scan(&pid)
 		return err == nil
 	})
-	var query string
-	if err := lock.QueryRow(ctx, `SELECT query FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&query); err != nil ||
-		!strings.Contains(query, "INSERT INTO turns") {
-		t.Fatalf("the waiting statement is not the turn's claim: %q (%v)", query, err)
-	}
 	a.kill()
 	if _, err := lock.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
 		t.Fatal(err)
