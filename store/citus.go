@@ -20,21 +20,21 @@ const citusRoleSQL = `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 
 const coordinatorSQL = `SELECT citus_is_coordinator()`
 
 // checkCitusRole fails with ErrCitusWorker on a Citus node that is not the
-// coordinator; plain PostgreSQL passes. q runs a one-row query.
-func checkCitusRole(ctx context.Context, q func(ctx context.Context, sql string, dest ...any) error) error {
-	var citus bool
+// coordinator; plain PostgreSQL passes. It says whether the database is
+// Citus's. q runs a one-row query.
+func checkCitusRole(ctx context.Context, q func(ctx context.Context, sql string, dest ...any) error) (citus bool, err error) {
 	if err := q(ctx, citusRoleSQL, &citus); err != nil {
-		return fmt.Errorf("look for the citus extension: %w", interpretError(err))
+		return false, fmt.Errorf("look for the citus extension: %w", interpretError(err))
 	}
 	if !citus {
-		return nil
+		return false, nil
 	}
 	var coordinator bool
 	if err := q(ctx, coordinatorSQL, &coordinator); err != nil {
-		return fmt.Errorf("ask Citus for the coordinator: %w", interpretError(err))
+		return true, fmt.Errorf("ask Citus for the coordinator: %w", interpretError(err))
 	}
 	if !coordinator {
-		return ErrCitusWorker
+		return true, ErrCitusWorker
 	}
-	return nil
+	return true, nil
 }

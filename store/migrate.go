@@ -52,7 +52,7 @@ func MigrateReporting(ctx context.Context, databaseURL string, progress func(Mig
 }
 
 func migrate(ctx context.Context, db *sql.DB, progress func(MigrationStep)) (MigrateResult, error) {
-	if err := checkCitusRole(ctx, func(ctx context.Context, query string, dest ...any) error {
+	if _, err := checkCitusRole(ctx, func(ctx context.Context, query string, dest ...any) error {
 		return db.QueryRowContext(ctx, query).Scan(dest...)
 	}); err != nil {
 		return MigrateResult{}, fmt.Errorf("migrate: %w", err)

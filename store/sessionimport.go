@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,7 +73,7 @@ func (s *Store) SessionImport(ctx context.Context, p SessionImportParams, next f
 			return err
 		}
 		w := &importer{tx: tx, tenantID: p.TenantID, sessionID: sess.ID, next: next, keepIDs: p.KeepIDs,
-			appRole: s.appRole, choresRole: s.choresRole}
+			appRole: s.appRole, choresRole: s.choresRole, citus: s.citus}
 		for {
 			part, err := w.pull()
 			if errors.Is(err, io.EOF) {
@@ -152,8 +155,9 @@ func (s *Store) importSession(ctx context.Context, tx pgx.Tx, p SessionImportPar
 type importer struct {
 	tx       pgx.Tx
 	tenantID string
-	// appRole and choresRole are the store's (bulk).
+	// appRole, choresRole and citus are the store's (copyRows).
 	appRole, choresRole string
+	citus               bool
 	sessionID           string
 	next                func() (ImportPart, error)
 	keepIDs             bool
@@ -192,11 +196,8 @@ const importTurnsHeld = 10_000
 // importTurnsHeld turns wait.
 func (w *importer) copyHistory(ctx context.Context, first ImportPart) error {
 	src := &historySource{w: w, part: &first}
-	if err := w.bulk(ctx, func() error {
-		_, err := w.tx.CopyFrom(ctx, pgx.Identifier{"messages"},
-			[]string{"tenant_id", "session_id", "seq", "turn_id", "origin", "message", "extra", "created_at"}, src)
-		return err
-	}); err != nil {
+	if err := w.copyRows(ctx, "messages",
+		[]string{"tenant_id", "session_id", "seq", "turn_id", "origin", "message", "extra", "created_at"}, src); err != nil {
 		if src.err != nil {
 			return src.err
 		}
@@ -339,20 +340,124 @@ func (w *importer) add(ctx context.Context, part ImportPart) error {
 	return nil
 }
 
-// bulk runs fn, a COPY, as the chores role, and comes back to the app
-// role: PostgreSQL refuses COPY FROM into a table with row-level security,
-// so an import's bulk writes are the one write of a tenant's that passes
-// the tenant wall (docs/security.md). Every row they write has the
-// importer's tenant, set by the importer, never read from the document.
-func (w *importer) bulk(ctx context.Context, fn func() error) error {
-	if _, err := w.tx.Exec(ctx, "SET LOCAL ROLE "+pgx.Identifier{w.choresRole}.Sanitize()); err != nil {
-		return interpretError(err)
+// copyRows writes the rows of src into table. On PostgreSQL it is a COPY,
+// as the chores role, which then comes back to the app role: PostgreSQL
+// refuses COPY FROM into a table with row-level security, so an import's
+// bulk writes are the one write of a tenant's that passes the tenant wall
+// there (docs/security.md). Every row they write has the importer's
+// tenant, set by the importer, never read from the document.
+//
+// On Citus neither works: the coordinator refuses to reach a worker as
+// another role within a transaction that wrote there already, and the
+// workers refuse the COPY it would send them (an INSERT ... SELECT from
+// the coordinator is one too). So there the rows go as multi-row INSERTs,
+// as the app role, held by the wall like any other write (insertRows).
+func (w *importer) copyRows(ctx context.Context, table string, cols []string, src pgx.CopyFromSource) error {
+	if w.citus {
+		return insertRows(ctx, w.tx, table, cols, src)
 	}
-	if err := fn(); err != nil {
+	if _, err := w.tx.Exec(ctx, "SET LOCAL ROLE "+pgx.Identifier{w.choresRole}.Sanitize()); err != nil {
+		return err
+	}
+	if _, err := w.tx.CopyFrom(ctx, pgx.Identifier{table}, cols, src); err != nil {
 		return err
 	}
 	_, err := w.tx.Exec(ctx, "SET LOCAL ROLE "+pgx.Identifier{w.appRole}.Sanitize())
-	return interpretError(err)
+	return err
+}
+
+// insertRowsMax is the most rows one of insertRows's INSERTs carries (a
+// power of two: see insertRows); insertBytesMax about the most bytes.
+const (
+	insertRowsMax  = 512
+	insertBytesMax = 4 << 20
+)
+
+// insertRows writes the rows of src into table with multi-row INSERTs,
+// which a Citus coordinator routes as they are to the one shard of the
+// tenant. A full INSERT carries insertRowsMax rows, or fewer when they
+// reach insertBytesMax; the rows left are written by INSERTs of
+// powers of two rows, so that the statements prepared are few (one per
+// power of two per table).
+func insertRows(ctx context.Context, tx pgx.Tx, table string, cols []string, src pgx.CopyFromSource) error {
+	var args []any
+	rows, size := 0, 0
+	write := func(n int) error {
+		sql := insertSQL(table, cols, n)
+		_, err := tx.Exec(ctx, sql, args[:n*len(cols)]...)
+		args = append(args[:0], args[n*len(cols):]...)
+		rows -= n
+		return err
+	}
+	for src.Next() {
+		vals, err := src.Values()
+		if err != nil {
+			return err
+		}
+		for _, v := range vals {
+			switch v := v.(type) {
+			case []byte:
+				size += len(v)
+			case string:
+				size += len(v)
+			}
+			// A row's bytes may be valid only until the next row is
+			// asked for (ImportPart): the arguments keep a copy.
+			if b, ok := v.([]byte); ok && b != nil {
+				v = append([]byte(nil), b...)
+			}
+			args = append(args, v)
+		}
+		rows++
+		if rows == insertRowsMax || size >= insertBytesMax {
+			for rows > 0 {
+				if err := write(1 << (bits.Len(uint(rows)) - 1)); err != nil {
+					return err
+				}
+			}
+			size = 0
+		}
+	}
+	if err := src.Err(); err != nil {
+		return err
+	}
+	for rows > 0 {
+		if err := write(1 << (bits.Len(uint(rows)) - 1)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insertSQL is the INSERT of n rows of cols into table.
+func insertSQL(table string, cols []string, n int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + pgx.Identifier{table}.Sanitize() + " (")
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pgx.Identifier{c}.Sanitize())
+	}
+	// COPY writes the ids the importer took (compactionID) into an
+	// identity column; an INSERT must be told to.
+	b.WriteString(") OVERRIDING SYSTEM VALUE VALUES ")
+	p := 1
+	for r := range n {
+		if r > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		for i := range cols {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("$" + strconv.Itoa(p))
+			p++
+		}
+		b.WriteByte(')')
+	}
+	return b.String()
 }
 
 // compactionID returns a new compaction id from the table's identity, a
@@ -390,10 +495,7 @@ func (w *importer) flush(ctx context.Context) error {
 		if len(*t.rows) == 0 {
 			continue
 		}
-		if err := w.bulk(ctx, func() error {
-			_, err := w.tx.CopyFrom(ctx, pgx.Identifier{t.table}, t.cols, pgx.CopyFromRows(*t.rows))
-			return err
-		}); err != nil {
+		if err := w.copyRows(ctx, t.table, t.cols, pgx.CopyFromRows(*t.rows)); err != nil {
 			return fmt.Errorf("write %s: %w", t.table, interpretError(err))
 		}
 		*t.rows = (*t.rows)[:0]

@@ -45,6 +45,10 @@ func (s *Store) SessionLog(ctx context.Context, p SessionLogParams) ([]SessionLo
 	if p.After == "" {
 		turnsFrom = ""
 	}
+	// The session's turns, then a row of the session alone (found even
+	// when it has no turns): not a LEFT JOIN, which Citus refuses on
+	// PostgreSQL 15 and 16 once the tenant wall's policy adds its
+	// condition to both sides (an outer join with a pseudoconstant qual).
 	rows, err := s.tenant(p.TenantID).Query(ctx, `
 		WITH cur AS (
 			SELECT created_at, id FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $4
@@ -54,12 +58,16 @@ func (s *Store) SessionLog(ctx context.Context, p SessionLogParams) ([]SessionLo
 			 FROM turn_event_batches b
 			 WHERE b.tenant_id = t.tenant_id AND b.session_id = t.session_id AND b.turn_id = t.id)
 		FROM sessions s
-		LEFT JOIN LATERAL (
+		JOIN LATERAL (
 			SELECT * FROM turns t
 			WHERE t.tenant_id = s.tenant_id AND t.session_id = s.id `+turnsFrom+`
 			ORDER BY t.created_at, t.id
 			LIMIT $5
 		) t ON true
+		WHERE s.tenant_id = $1 AND s.id = $2 AND ($3 = '' OR s.owner = $3)
+		UNION ALL
+		SELECT (SELECT count(*) FROM cur), NULL, NULL, NULL, NULL
+		FROM sessions s
 		WHERE s.tenant_id = $1 AND s.id = $2 AND ($3 = '' OR s.owner = $3)`,
 		p.TenantID, p.SessionID, p.Owner, p.After, p.Turns)
 	if err != nil {
@@ -81,7 +89,7 @@ func (s *Store) SessionLog(ctx context.Context, p SessionLogParams) ([]SessionLo
 			return nil, fmt.Errorf("read the event log of session %s: %w", p.SessionID, interpretError(err))
 		}
 		if id == nil {
-			continue // a session without turns
+			continue // the session's own row
 		}
 		t := SessionLogTurn{TurnID: *id, Finished: TurnStatus(*status) != TurnRunning}
 		if t.Events, err = turnEvents(folded, batches); err != nil {

@@ -61,8 +61,11 @@ type Store struct {
 	chores *pgxpool.Pool
 	// appRole and choresRole are the roles the pools take.
 	appRole, choresRole string
-	sealer              *sealer
-	now                 func() time.Time
+	// citus: the database is a Citus coordinator's (an import writes
+	// its rows otherwise: sessionimport.go).
+	citus  bool
+	sealer *sealer
+	now    func() time.Time
 	// webhooksQueued: see WebhooksQueued.
 	webhooksQueued chan string
 }
@@ -75,9 +78,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCitusRole(ctx, func(ctx context.Context, query string, dest ...any) error {
+	citus, err := checkCitusRole(ctx, func(ctx context.Context, query string, dest ...any) error {
 		return pool.QueryRow(ctx, query).Scan(dest...)
-	}); err != nil {
+	})
+	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open database %s: %w", redactURL(cfg.DatabaseURL), err)
 	}
@@ -87,7 +91,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{pool: pool, chores: chores, appRole: appRole, choresRole: choresRole, now: cfg.Now, webhooksQueued: make(chan string, 1024)}
+	s := &Store{pool: pool, chores: chores, appRole: appRole, choresRole: choresRole, citus: citus, now: cfg.Now, webhooksQueued: make(chan string, 1024)}
 	if s.now == nil {
 		s.now = time.Now
 	}
