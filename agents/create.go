@@ -30,6 +30,8 @@ type CreateParams struct {
 	RequestHash    []byte
 	// RequestID is the id of the request, for the worker's log lines.
 	RequestID string
+	// Labels are stored with the first turn (StartParams.Labels).
+	Labels map[string]string
 }
 
 // CreateAndStart creates a session and starts its first turn, which then
@@ -64,7 +66,7 @@ func (r *Runner) CreateAndStart(ctx context.Context, p CreateParams) (*Handle, e
 	plain, secret := agent.SplitOptions(p.Session.Agent.Options)
 	sp := StartParams{
 		TenantID: p.TenantID, SessionID: store.NewSessionID(), Owner: p.Owner, Request: p.First,
-		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, RequestID: p.RequestID,
+		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, RequestID: p.RequestID, Labels: p.Labels,
 		Create: &store.SessionCreateParams{
 			TenantID: p.TenantID, Owner: p.Owner, AgentName: agent.Info.Name,
 			AgentTools: p.Session.Agent.Tools, Options: plain, SecretOptions: secret,

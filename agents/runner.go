@@ -168,6 +168,9 @@ type StartParams struct {
 	// (store.TurnBeginParams.Create). A creation key used before is a
 	// *store.SessionKeyUsedError (CreateAndStart replays it).
 	Create *store.SessionCreateParams
+	// Labels are stored with the turn (store.Turn.Labels): what the door's
+	// client set on it that AAP has no member for.
+	Labels map[string]string
 
 	// requestSpan is the span of the request that started the turn, the
 	// turn's span's parent and link (trace.go).
@@ -378,7 +381,7 @@ func (r *Runner) beginParams(ref store.TurnRef, p *StartParams) (params *store.T
 		TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: ref.TurnID, Stream: p.Request.Mode(),
 		Owner: r.cfg.Owner(), Lease: r.cfg.Lease, SessionOwner: p.Owner,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
-		AsyncCommit: p.awaited, Background: p.background, Create: p.Create,
+		AsyncCommit: p.awaited, Background: p.background, Create: p.Create, Labels: p.Labels,
 		Prepare: func(sess store.Session) (store.TurnPlan, error) {
 			agent, ok := r.cfg.Agents.Get(sess.AgentName)
 			if !ok {

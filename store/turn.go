@@ -67,6 +67,9 @@ type Turn struct {
 	// writes carry it (TurnStepParams.Attempt), so that a worker taken
 	// over writes nothing more.
 	Attempts int
+	// Labels are what a door's client set on the turn that AAP has no
+	// member for (TurnBeginParams.Labels); nil for none.
+	Labels map[string]string
 }
 
 // Ref names the turn.
@@ -78,15 +81,21 @@ func (t Turn) Ref() TurnRef {
 func NewTurnID() string { return "turn_" + mustV7() }
 
 const turnColumns = `tenant_id::text, session_id, id, status, stream, coalesce(stop_reason, ''), coalesce(error_type, ''), coalesce(error, ''),
-	input_tokens, output_tokens, coalesce(idempotency_key, ''), created_at, finished_at, background, attempts`
+	input_tokens, output_tokens, coalesce(idempotency_key, ''), created_at, finished_at, background, attempts, labels`
 
 func scanTurn(row interface{ Scan(...any) error }, extra ...any) (Turn, error) {
-	var t Turn
+	var (
+		t      Turn
+		labels []byte
+	)
 	dst := []any{&t.TenantID, &t.SessionID, &t.ID, &t.Status, &t.Stream, &t.StopReason, &t.ErrorType, &t.Error,
-		&t.InputTokens, &t.OutputTokens, &t.IdempotencyKey, &t.CreatedAt, &t.FinishedAt, &t.Background, &t.Attempts}
+		&t.InputTokens, &t.OutputTokens, &t.IdempotencyKey, &t.CreatedAt, &t.FinishedAt, &t.Background, &t.Attempts, &labels}
 	err := row.Scan(append(dst, extra...)...)
 	if t.Status == TurnRunning && t.Attempts == 0 {
 		t.Status = TurnQueued
+	}
+	if err == nil {
+		err = unmarshalAll(field{"labels", labels, &t.Labels})
 	}
 	return t, interpretError(err)
 }
@@ -184,6 +193,9 @@ type TurnBeginParams struct {
 	// PUT /session) exists with that turn or not at all. Its TenantID is
 	// the claim's.
 	Create *SessionCreateParams
+	// Labels are stored with the turn (Turn.Labels): what a door's client
+	// set on it that AAP has no member for.
+	Labels map[string]string
 }
 
 // KnownSession is a session as a write of this process left it: its
@@ -342,10 +354,11 @@ func (w *claimWrite) queueTurn(b *pgx.Batch, p *TurnBeginParams) (turnStmt int) 
 	if p.Queued {
 		attempts = 0
 	}
-	b.Queue(`INSERT INTO turns (tenant_id, session_id, id, status, stream, owner, idempotency_key, request_hash, first_seq, background, attempts, permissions)
-		VALUES ($1, $2, $3, 'running', $4, $5, nullif($6, ''), $7, $8, $9, $10, $11)
+	b.Queue(`INSERT INTO turns (tenant_id, session_id, id, status, stream, owner, idempotency_key, request_hash, first_seq, background, attempts, permissions, labels)
+		VALUES ($1, $2, $3, 'running', $4, $5, nullif($6, ''), $7, $8, $9, $10, $11, $12)
 		RETURNING `+turnColumns,
-		p.TenantID, p.SessionID, p.TurnID, p.Stream, w.setArgs[8], p.IdempotencyKey, hash, w.firstSeq, p.Background, attempts, jsonOrNull(w.permissions))
+		p.TenantID, p.SessionID, p.TurnID, p.Stream, w.setArgs[8], p.IdempotencyKey, hash, w.firstSeq, p.Background, attempts, jsonOrNull(w.permissions),
+		jsonMapOrNull(p.Labels))
 	if p.Background {
 		b.Queue(`INSERT INTO turn_queue (tenant_id, session_id, turn_id) VALUES ($1, $2, $3)`, p.TenantID, p.SessionID, p.TurnID)
 	}
@@ -367,7 +380,7 @@ func (w *claimWrite) queueTurn(b *pgx.Batch, p *TurnBeginParams) (turnStmt int) 
 func (w *claimWrite) begun(p *TurnBeginParams, out *TurnBegun) {
 	out.Session, out.Appended, out.LastSeq = w.sess, w.rows.stored, w.lastSeq
 	out.Turn = Turn{TenantID: p.TenantID, SessionID: p.SessionID, ID: p.TurnID, Status: TurnRunning,
-		Stream: p.Stream, IdempotencyKey: p.IdempotencyKey, CreatedAt: time.Now(), Background: p.Background, Attempts: 1}
+		Stream: p.Stream, IdempotencyKey: p.IdempotencyKey, CreatedAt: time.Now(), Background: p.Background, Attempts: 1, Labels: p.Labels}
 	if p.Queued {
 		out.Turn.Status, out.Turn.Attempts = TurnQueued, 0
 	}

@@ -112,3 +112,95 @@ func TestOneConversationThroughEveryDoor(t *testing.T) {
 		t.Errorf("the OpenAI door reads %q, want %q", read, want)
 	}
 }
+
+// One conversation through the OpenAI door and AAP v3, both ways
+// (docs/protocols.md): a conversation started on the OpenAI door continues
+// over AAP v3, and one started over AAP v3 continues on the OpenAI door;
+// after each turn both doors read the same history, message by message
+// (role and text), and the OpenAI items keep their ids as it grows.
+func TestOneConversationThroughTheOpenAIDoorAndV3BothWays(t *testing.T) {
+	t.Parallel()
+	s := startParallelServer(t)
+	c := s.newTenant(t)
+	oa := c.openai()
+	ctx := context.Background()
+
+	// agree checks that AAP v3's full history and the conversation's items
+	// are want, message by message, and that the items seen before keep
+	// their ids.
+	ids := map[string][]string{}
+	agree := func(sid string, want []string) {
+		t.Helper()
+		var v3 []string
+		for _, m := range c.history(sid, aap.HistoryFull) {
+			v3 = append(v3, string(m.Role)+":"+m.Content.PlainText())
+		}
+		page, err := oa.Conversations.Items.List(ctx, sid, conversations.ItemListParams{
+			Order: conversations.ItemListParamsOrderAsc, Limit: openaisdk.Int(100)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		items := itemTexts(t, page.Data)
+		if len(v3) != len(want) || len(items) != len(want) {
+			t.Fatalf("v3 reads %q, the OpenAI door %q; want %q", v3, items, want)
+		}
+		for i := range want {
+			if v3[i] != want[i] || items[i] != want[i] {
+				t.Errorf("message %d: v3 %q, OpenAI %q, want %q", i, v3[i], items[i], want[i])
+			}
+		}
+		for i, id := range ids[sid] {
+			if page.Data[i].ID != id {
+				t.Errorf("item %d was %s, is now %s", i, id, page.Data[i].ID)
+			}
+		}
+		ids[sid] = nil
+		for _, it := range page.Data {
+			ids[sid] = append(ids[sid], it.ID)
+		}
+	}
+	respond := func(sid, text string) {
+		t.Helper()
+		r, err := oa.Responses.New(ctx, responses.ResponseNewParams{Model: "echo",
+			Conversation: responses.ResponseNewParamsConversationUnion{OfString: openaisdk.String(sid)},
+			Input:        responses.ResponseNewParamsInputUnion{OfString: openaisdk.String(text)}})
+		if err != nil || r.OutputText() != "Echo: "+text || r.Conversation.ID != sid {
+			t.Fatalf("OpenAI response on %s: %v %v", sid, err, r)
+		}
+	}
+	say := func(sid, text string) {
+		t.Helper()
+		if got := c.say(sid, text); got.StopReason != aap.StopEndTurn {
+			t.Fatalf("v3 turn on %s: %+v", sid, got)
+		}
+	}
+
+	// Started on the OpenAI door, continued over AAP v3, and back.
+	conv, err := oa.Conversations.New(ctx, conversations.ConversationNewParams{
+		Items: []responses.ResponseInputItemUnionParam{userItem("seeded on OpenAI")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := conv.ID
+	respond(sid, "first on OpenAI")
+	want := []string{"user:seeded on OpenAI", "user:first on OpenAI", "assistant:Echo: first on OpenAI"}
+	agree(sid, want)
+	say(sid, "then over v3")
+	want = append(want, "user:then over v3", "assistant:Echo: then over v3")
+	agree(sid, want)
+	respond(sid, "back on OpenAI")
+	want = append(want, "user:back on OpenAI", "assistant:Echo: back on OpenAI")
+	agree(sid, want)
+
+	// Started over AAP v3, continued on the OpenAI door, and back.
+	sid = c.createSession(map[string]any{"agent": map[string]any{"name": "echo"}})
+	say(sid, "first over v3")
+	want = []string{"user:first over v3", "assistant:Echo: first over v3"}
+	agree(sid, want)
+	respond(sid, "then on OpenAI")
+	want = append(want, "user:then on OpenAI", "assistant:Echo: then on OpenAI")
+	agree(sid, want)
+	say(sid, "back over v3")
+	want = append(want, "user:back over v3", "assistant:Echo: back over v3")
+	agree(sid, want)
+}

@@ -226,6 +226,83 @@ func TestOpenAIResponses(t *testing.T) {
 	}
 }
 
+// A retrieved response returns what its request sent: metadata, tools,
+// tool_choice, parallel_tool_calls, max_output_tokens, temperature,
+// top_p, text, truncation, user, its conversation (migration 00039 keeps
+// them with the turn), answered at once and read later alike, in the
+// background too.
+func TestOpenAIRetrievedResponseReturnsWhatWasSent(t *testing.T) {
+	t.Parallel()
+	s := startParallelServer(t)
+	c := s.newTenant(t)
+	api := c.openai()
+	ctx := context.Background()
+	conv, err := api.Conversations.New(ctx, conversations.ConversationNewParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	weather := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "get_weather",
+		Description: openaisdk.String("The weather of a city"),
+		Parameters:  map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}}}
+	params := responses.ResponseNewParams{Model: "echo", Input: responses.ResponseNewParamsInputUnion{OfString: openaisdk.String("hi")},
+		Metadata: shared.Metadata{"app": "x", "k": "v"}, Tools: []responses.ToolUnionParam{weather},
+		ToolChoice:        responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: openaisdk.Opt(responses.ToolChoiceOptionsNone)},
+		ParallelToolCalls: openaisdk.Bool(false), MaxOutputTokens: openaisdk.Int(77), Temperature: openaisdk.Float(0.5),
+		TopP: openaisdk.Float(0.9), User: openaisdk.String("u-1"), Truncation: responses.ResponseNewParamsTruncationAuto,
+		Conversation: responses.ResponseNewParamsConversationUnion{OfString: openaisdk.String(conv.ID)}}
+	check := func(what string, r *responses.Response) {
+		t.Helper()
+		if r.Metadata["app"] != "x" || r.Metadata["k"] != "v" || len(r.Metadata) != 2 {
+			t.Errorf("%s: metadata %v", what, r.Metadata)
+		}
+		if len(r.Tools) != 1 || r.Tools[0].Name != "get_weather" || r.Tools[0].Description != "The weather of a city" ||
+			r.Tools[0].Type != "function" || !strings.Contains(r.Tools[0].RawJSON(), `"city"`) {
+			t.Errorf("%s: tools %s", what, r.JSON.Tools.Raw())
+		}
+		if r.ToolChoice.OfToolChoiceMode != responses.ToolChoiceOptionsNone || r.ParallelToolCalls ||
+			r.MaxOutputTokens != 77 || r.Temperature != 0.5 || r.TopP != 0.9 || r.User != "u-1" ||
+			r.Truncation != responses.ResponseTruncationAuto || r.Conversation.ID != conv.ID || r.Model != "echo" {
+			t.Errorf("%s: %s", what, r.RawJSON())
+		}
+	}
+	resp, err := api.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("answered", resp)
+	got, err := api.Responses.Get(ctx, resp.ID, responses.ResponseGetParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("retrieved", got)
+	if got.OutputText() != "Echo: hi" {
+		t.Errorf("retrieved output %q", got.OutputText())
+	}
+
+	params.Background = openaisdk.Bool(true)
+	params.Input = responses.ResponseNewParamsInputUnion{OfString: openaisdk.String("later")}
+	bg, err := api.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("background, answered", bg)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err = api.Responses.Get(ctx, bg.ID, responses.ResponseGetParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status == responses.ResponseStatusCompleted || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	check("background, retrieved", got)
+	if !got.Background || got.OutputText() != "Echo: later" {
+		t.Errorf("background retrieved: %s", got.RawJSON())
+	}
+}
+
 // Function tools are AAP client tools: the response ends with the
 // function_call, and the next request's function_call_output resumes the
 // turn (on the previous response, and statelessly with store false). A

@@ -60,7 +60,7 @@ func (d *Door) startNewBackground(r *http.Request, in *turnInput, create aap.Cre
 	sess.Owner, sess.AgentName, sess.ClientTools = httpapi.OwnerOf(r), a.Info.Name, create.Tools
 	h, err := d.cfg.Runner.StartBackground(r.Context(), agents.StartParams{
 		TenantID: sess.TenantID, SessionID: sess.ID, Owner: sess.Owner, Request: first,
-		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()),
+		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()), Labels: in.labels(),
 	})
 	if err != nil && !replayed && r.Context().Err() == nil {
 		d.forget(r, sess)

@@ -84,13 +84,79 @@ func parseResponseID(id string) (sessionID, turnID string, ok bool) {
 	return sessionID, turnID, store.ValidID("sess_", sessionID) && store.ValidID("turn_", turnID)
 }
 
-// newResponse is the response object of a turn before its output.
+// newResponse is the response object of a turn before its output, with
+// what its request asked (asked, kept with the turn).
 func newResponse(sessionID string, turn store.Turn, model string) *Response {
-	return &Response{
+	resp := &Response{
 		ID: responseID(sessionID, turn.ID), Object: "response", CreatedAt: turn.CreatedAt.Unix(), Status: statusInProgress,
 		Model: model, Output: []Item{}, ParallelToolCalls: true, ToolChoice: json.RawMessage(`"auto"`), Tools: []toolParam{},
 		Store: true, Metadata: map[string]string{}, Text: json.RawMessage(`{"format":{"type":"text"}}`),
 		Truncation: "disabled", Reasoning: json.RawMessage(`{"effort":null,"summary":null}`), Background: turn.Background,
+	}
+	if v := turn.Labels[labelResponse]; v != "" {
+		var a asked
+		if json.Unmarshal([]byte(v), &a) == nil {
+			a.apply(resp)
+		}
+	}
+	return resp
+}
+
+// labelResponse is the label of a turn that keeps what its request asked
+// (asked, as JSON), so that GET /responses/{id} returns it.
+const labelResponse = "openai.response"
+
+// asked is what a request set that its response object returns: kept
+// with the turn (store.Turn.Labels), it makes a response read later the
+// one answered at first.
+type asked struct {
+	Instructions       *string           `json:"instructions,omitempty"`
+	MaxOutputTokens    *int64            `json:"max_output_tokens,omitempty"`
+	Metadata           map[string]string `json:"metadata,omitempty"`
+	Tools              []toolParam       `json:"tools,omitempty"`
+	ToolChoice         json.RawMessage   `json:"tool_choice,omitempty"`
+	ParallelToolCalls  *bool             `json:"parallel_tool_calls,omitempty"`
+	PreviousResponseID string            `json:"previous_response_id,omitempty"`
+	Conversation       string            `json:"conversation,omitempty"`
+	NotStored          bool              `json:"not_stored,omitempty"`
+	Temperature        *float64          `json:"temperature,omitempty"`
+	TopP               *float64          `json:"top_p,omitempty"`
+	Text               json.RawMessage   `json:"text,omitempty"`
+	Truncation         string            `json:"truncation,omitempty"`
+	Reasoning          json.RawMessage   `json:"reasoning,omitempty"`
+	User               *string           `json:"user,omitempty"`
+}
+
+// apply sets what was asked on a response object.
+func (a *asked) apply(resp *Response) {
+	resp.Instructions, resp.MaxOutputTokens, resp.Store = a.Instructions, a.MaxOutputTokens, !a.NotStored
+	resp.Temperature, resp.TopP, resp.User = a.Temperature, a.TopP, a.User
+	if a.Metadata != nil {
+		resp.Metadata = a.Metadata
+	}
+	if a.Tools != nil {
+		resp.Tools = a.Tools
+	}
+	if len(a.ToolChoice) > 0 {
+		resp.ToolChoice = a.ToolChoice
+	}
+	if a.ParallelToolCalls != nil {
+		resp.ParallelToolCalls = *a.ParallelToolCalls
+	}
+	if a.PreviousResponseID != "" {
+		resp.PreviousResponseID = &a.PreviousResponseID
+	}
+	if a.Conversation != "" {
+		resp.Conversation = &conversationRef{ID: a.Conversation}
+	}
+	if len(a.Text) > 0 {
+		resp.Text = a.Text
+	}
+	if a.Truncation != "" {
+		resp.Truncation = a.Truncation
+	}
+	if len(a.Reasoning) > 0 {
+		resp.Reasoning = a.Reasoning
 	}
 }
 

@@ -25,9 +25,10 @@ const (
 	optionMaxOutputTokens = "max_output_tokens"
 )
 
-// createRequest is the body of POST /responses. Members it does not name
-// (temperature, top_p, reasoning, text, include, truncation, user, …) are
-// accepted and have no effect: the agent decides them.
+// createRequest is the body of POST /responses. Temperature, top_p,
+// reasoning, text, truncation and user are accepted, kept and returned,
+// and have no effect: the agent decides them. Members it does not name
+// (include, …) are accepted and ignored.
 type createRequest struct {
 	Model              string            `json:"model"`
 	Input              json.RawMessage   `json:"input"`
@@ -42,6 +43,12 @@ type createRequest struct {
 	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
 	Stream             *bool             `json:"stream"`
 	Background         *bool             `json:"background"`
+	Temperature        *float64          `json:"temperature"`
+	TopP               *float64          `json:"top_p"`
+	Text               json.RawMessage   `json:"text"`
+	Truncation         *string           `json:"truncation"`
+	Reasoning          json.RawMessage   `json:"reasoning"`
+	User               *string           `json:"user"`
 }
 
 // toolParam is a tool of a request: aapd takes functions.
@@ -365,6 +372,7 @@ func (d *Door) startNew(r *http.Request, in *turnInput, key string, hash []byte)
 		TenantID: httpapi.TenantOf(r), Owner: httpapi.OwnerOf(r),
 		Session: aap.CreateSessionRequest{Agent: cfg, Messages: msgs[:n], Tools: in.tools},
 		First:   first, IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()),
+		Labels: in.labels(),
 	})
 	if err != nil {
 		return nil, store.Session{}, err
@@ -423,7 +431,7 @@ func (d *Door) startOn(r *http.Request, in *turnInput, key string, hash []byte) 
 	}
 	h, err := start(r.Context(), agents.StartParams{
 		TenantID: sess.TenantID, SessionID: sess.ID, Owner: httpapi.OwnerOf(r), Request: req,
-		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()),
+		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()), Labels: in.labels(),
 	})
 	if err != nil && in.forked {
 		// The fork was made for this turn only.
@@ -512,26 +520,40 @@ func (d *Door) respond(ctx context.Context, h *agents.Handle, sess store.Session
 	return resp, nil
 }
 
+// asked is what the request set that its response returns.
+func (in *turnInput) asked() asked {
+	req := in.req
+	a := asked{Instructions: req.Instructions, MaxOutputTokens: req.MaxOutputTokens, Metadata: req.Metadata,
+		ParallelToolCalls: req.ParallelToolCalls, PreviousResponseID: in.prev, Conversation: in.convID, NotStored: !in.store,
+		Temperature: req.Temperature, TopP: req.TopP, User: req.User}
+	if req.Tools != nil {
+		a.Tools = *req.Tools
+	}
+	set := func(raw json.RawMessage) json.RawMessage {
+		if len(raw) == 0 || string(raw) == "null" {
+			return nil
+		}
+		return raw
+	}
+	a.ToolChoice, a.Text, a.Reasoning = set(req.ToolChoice), set(req.Text), set(req.Reasoning)
+	if req.Truncation != nil {
+		a.Truncation = *req.Truncation
+	}
+	return a
+}
+
+// labels are the turn's labels: what the request asked, kept so that
+// the response is read later as it was answered (labelResponse).
+func (in *turnInput) labels() map[string]string {
+	b, err := json.Marshal(in.asked())
+	if err != nil || string(b) == "{}" {
+		return nil
+	}
+	return map[string]string{labelResponse: string(b)}
+}
+
 // describe sets what the request asked on its response object.
 func (in *turnInput) describe(resp *Response) {
-	req := in.req
-	resp.Instructions, resp.MaxOutputTokens, resp.Store = req.Instructions, req.MaxOutputTokens, in.store
-	if req.Metadata != nil {
-		resp.Metadata = req.Metadata
-	}
-	if req.Tools != nil {
-		resp.Tools = *req.Tools
-	}
-	if len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" {
-		resp.ToolChoice = req.ToolChoice
-	}
-	if req.ParallelToolCalls != nil {
-		resp.ParallelToolCalls = *req.ParallelToolCalls
-	}
-	if in.prev != "" {
-		resp.PreviousResponseID = &in.prev
-	}
-	if in.convID != "" {
-		resp.Conversation = &conversationRef{ID: in.convID}
-	}
+	a := in.asked()
+	a.apply(resp)
 }
