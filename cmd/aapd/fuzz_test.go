@@ -45,6 +45,10 @@ var fuzzRoutes = []fuzzRoute{
 	{method: "POST", path: "/sandbox-agent/v1/sessions/{name}/permissions/p1/reply", seedBody: `{"reply":"once"}`},
 	{method: "POST", path: "/sandbox-agent/v1/sessions/{name}/questions/q1/reply", seedBody: `{"answers":[["yes"]]}`},
 	{method: "GET", path: "/sandbox-agent/v1/sessions", seedQuery: "limit=5"},
+	{method: "POST", path: "/openai/v1/responses", seedBody: `{"model":"echo","input":[{"role":"user","content":"hi"}],"metadata":{"k":"v"}}`},
+	{method: "POST", path: "/openai/v1/conversations", seedBody: `{"items":[{"type":"message","role":"user","content":"hi"}],"metadata":{"k":"v"}}`},
+	{method: "POST", path: "/openai/v1/conversations/{sid}/items", seedBody: `{"items":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}]}`},
+	{method: "GET", path: "/openai/v1/conversations/{sid}/items", seedQuery: "limit=2&order=asc"},
 	{method: "POST", path: "/admin/v1/tenants/{tenant}/webhooks", admin: true, seedBody: `{"url":"https://hooks.example.com/x","events":["turn.completed"]}`},
 	{method: "GET", path: "/admin/v1/tenants", admin: true, seedQuery: "limit=1&cursor=eA"},
 	{method: "PUT", path: "/admin/v1/tenants/{tenant}/limits", admin: true, seedBody: `{"turnsPerMinute":100}`},
@@ -52,7 +56,7 @@ var fuzzRoutes = []fuzzRoute{
 }
 
 // FuzzFrontDoors sends fuzzed requests to every door of a real server
-// (AAP v3, AAP v1, AG-UI, sandbox-agent, the admin API). The property: no
+// (AAP v3, AAP v1, AG-UI, sandbox-agent, OpenAI, the admin API). The property: no
 // input is answered with a 5xx: whatever a client sends, a mistake is
 // its, and answered as one.
 func FuzzFrontDoors(f *testing.F) {

@@ -111,23 +111,7 @@ func (d *Door) createConversation(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	var req struct {
-		Items    []inputItem       `json:"items"`
-		Metadata map[string]string `json:"metadata"`
-	}
-	if len(body) > 0 {
-		if err := json.Unmarshal(body, &req); err != nil {
-			return invalid("", "the body must be a JSON object with items and metadata: %v", err)
-		}
-	}
-	if len(req.Items) > maxItemsAdded {
-		return invalid("items", "at most %d items at once", maxItemsAdded)
-	}
-	md, err := checkMetadata("metadata", req.Metadata)
-	if err != nil {
-		return err
-	}
-	msgs, err := toMessages("items", req.Items)
+	msgs, md, err := decodeConversation(body)
 	if err != nil {
 		return err
 	}
@@ -146,6 +130,57 @@ func (d *Door) createConversation(w http.ResponseWriter, r *http.Request) error 
 	}
 	logctx.FromContext(r.Context()).SetSession(sess.ID)
 	return httpapi.WriteJSON(w, http.StatusOK, conversationOf(sess))
+}
+
+// conversationRequest is the body of POST /conversations.
+type conversationRequest struct {
+	Items    []inputItem       `json:"items"`
+	Metadata map[string]string `json:"metadata"`
+}
+
+// decodeConversation reads and checks the body of POST /conversations
+// (empty for none): the messages its items are, and its metadata as the
+// label that keeps it.
+func decodeConversation(body []byte) ([]aap.Message, string, error) {
+	var req conversationRequest
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, "", invalid("", "the body must be a JSON object with items and metadata: %v", err)
+		}
+	}
+	if len(req.Items) > maxItemsAdded {
+		return nil, "", invalid("items", "at most %d items at once", maxItemsAdded)
+	}
+	md, err := checkMetadata("metadata", req.Metadata)
+	if err != nil {
+		return nil, "", err
+	}
+	msgs, err := toMessages("items", req.Items)
+	if err != nil {
+		return nil, "", err
+	}
+	return msgs, md, nil
+}
+
+// itemsRequest is the body of POST /conversations/{id}/items.
+type itemsRequest struct {
+	Items []inputItem `json:"items"`
+}
+
+// decodeItems reads and checks the body of POST
+// /conversations/{id}/items: the messages its items are, one at least.
+func decodeItems(body []byte) ([]aap.Message, error) {
+	var req itemsRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, invalid("items", "the body must be a JSON object with items: %v", err)
+	}
+	switch {
+	case len(req.Items) == 0:
+		return nil, invalid("items", "at least one item")
+	case len(req.Items) > maxItemsAdded:
+		return nil, invalid("items", "at most %d items at once", maxItemsAdded)
+	}
+	return toMessages("items", req.Items)
 }
 
 // session resolves a conversation id (an aapd session id) among the
@@ -358,19 +393,7 @@ func (d *Door) createItems(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		Items []inputItem `json:"items"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		return invalid("items", "the body must be a JSON object with items: %v", err)
-	}
-	switch {
-	case len(req.Items) == 0:
-		return invalid("items", "at least one item")
-	case len(req.Items) > maxItemsAdded:
-		return invalid("items", "at most %d items at once", maxItemsAdded)
-	}
-	msgs, err := toMessages("items", req.Items)
+	msgs, err := decodeItems(body)
 	if err != nil {
 		return err
 	}
