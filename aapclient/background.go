@@ -69,8 +69,14 @@ const TurnWait = 30 * time.Second
 // preference has its events followed to turn_stop instead (resuming the
 // stream when a connection drops), then the record read.
 func (c *Client) WaitTurn(ctx context.Context, sessionID, turnID string) (TurnInfo, error) {
-	header := http.Header{"Prefer": {"wait=" + strconv.Itoa(int(TurnWait/time.Second))}}
 	for {
+		// A context that ends sooner asks for less, so that the answer
+		// comes before it does.
+		wait := TurnWait
+		if deadline, ok := ctx.Deadline(); ok {
+			wait = max(min(wait, time.Until(deadline)-time.Second), time.Second)
+		}
+		header := http.Header{"Prefer": {"wait=" + strconv.Itoa(int(wait/time.Second))}}
 		var info TurnInfo
 		res, err := c.callJSON(ctx, request{method: http.MethodGet, path: sessionPath(sessionID, "turns", turnID),
 			header: header, resend: true}, &info)
