@@ -18,8 +18,9 @@ import (
 
 // Options an agent may declare to take what a request sets: instructions
 // (added to the agent's system prompt where it puts {{instructions}}) and
-// max_output_tokens. An agent without them refuses instructions and
-// takes max_output_tokens without bounding anything by it.
+// max_output_tokens, each for one response (a response that sets none
+// has the option's default). An agent without them refuses instructions
+// and takes max_output_tokens without bounding anything by it.
 const (
 	optionInstructions    = "instructions"
 	optionMaxOutputTokens = "max_output_tokens"
@@ -202,9 +203,12 @@ func functionTool(i int, t toolParam) (aap.ToolSpec, error) {
 	return spec, nil
 }
 
-// checkToolChoice takes "auto" (the default) and "none" (no function is
-// offered to the model); a choice that forces a call is refused, as the
-// agent decides what it calls.
+// checkToolChoice honours what the agent loop can: "auto" (the default),
+// "none" (no function is offered to the model) and allowed_tools in mode
+// "auto" (only the functions listed are offered). A choice that forces a
+// call ("required", a function, allowed_tools in mode "required") is
+// refused: the agent's model decides whether it calls a tool, and aapd
+// cannot make it.
 func checkToolChoice(raw json.RawMessage, tools *[]aap.ToolSpec) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
@@ -218,8 +222,37 @@ func checkToolChoice(raw json.RawMessage, tools *[]aap.ToolSpec) error {
 			*tools = []aap.ToolSpec{}
 			return nil
 		}
+		return unsupported("tool_choice", `%q forces a call, which aapd cannot: it takes "auto", "none" and allowed_tools in mode "auto"`, s)
 	}
-	return unsupported("tool_choice", `aapd takes "auto" and "none": the agent decides which tools it calls`)
+	var obj struct {
+		Type  string `json:"type"`
+		Mode  string `json:"mode"`
+		Tools []struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil || obj.Type != "allowed_tools" {
+		return unsupported("tool_choice", `a choice of one tool forces a call, which aapd cannot: it takes "auto", "none" and allowed_tools in mode "auto"`)
+	}
+	if obj.Mode != "auto" {
+		return unsupported("tool_choice.mode", `allowed_tools in mode %q forces a call, which aapd cannot: mode "auto" offers the tools listed`, obj.Mode)
+	}
+	allowed := map[string]bool{}
+	for i, t := range obj.Tools {
+		if t.Type != "function" {
+			return unsupported("tool_choice.tools["+strconv.Itoa(i)+"].type", "aapd's allowed tools are functions (its own tools are the agent's), not %q", t.Type)
+		}
+		allowed[t.Name] = true
+	}
+	offered := []aap.ToolSpec{}
+	for _, t := range *tools {
+		if allowed[t.Name] {
+			offered = append(offered, t)
+		}
+	}
+	*tools = offered
+	return nil
 }
 
 func (d *Door) agentNames() string {
@@ -243,15 +276,22 @@ func (in *turnInput) optionsFor(a *agents.Agent) (map[string]string, error) {
 		}
 		opts[name] = v
 	}
-	if in.req.Instructions != nil && *in.req.Instructions != "" {
-		if _, ok := a.Info.Option(optionInstructions); !ok {
-			return nil, unsupported("instructions", "agent %q takes no instructions: its system prompt is its own (an agent takes them by declaring the option %q)", a.Info.Name, optionInstructions)
-		}
+	// Instructions hold for one response, as OpenAI's do: a response
+	// without them sets the option back to the agent's default, so that
+	// the previous response's are not carried over.
+	switch o, takes := a.Info.Option(optionInstructions); {
+	case in.req.Instructions != nil && *in.req.Instructions != "" && !takes:
+		return nil, unsupported("instructions", "agent %q takes no instructions: its system prompt is its own (an agent takes them by declaring the option %q)", a.Info.Name, optionInstructions)
+	case takes && in.req.Instructions != nil && *in.req.Instructions != "":
 		set(optionInstructions, *in.req.Instructions)
+	case takes:
+		set(optionInstructions, o.Default)
 	}
-	if in.req.MaxOutputTokens != nil {
-		if _, ok := a.Info.Option(optionMaxOutputTokens); ok {
+	if o, ok := a.Info.Option(optionMaxOutputTokens); ok {
+		if in.req.MaxOutputTokens != nil {
 			set(optionMaxOutputTokens, strconv.FormatInt(*in.req.MaxOutputTokens, 10))
+		} else {
+			set(optionMaxOutputTokens, o.Default)
 		}
 	}
 	return opts, nil
