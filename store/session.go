@@ -590,10 +590,10 @@ func deleteSession(ctx context.Context, tx pgx.Tx, tenantID, owner, id string, o
 
 // idPattern is the form of every id this store issues: a prefix and the
 // hex of a UUIDv7.
-var idPattern = regexp.MustCompile(`^(sess|turn|wh|evt)_[0-9a-f]{32}$`)
+var idPattern = regexp.MustCompile(`^(sess|turn|wh|evt|sch)_[0-9a-f]{32}$`)
 
 // ValidID reports whether id is an id this store could have issued with the
-// prefix ("sess_", "turn_", "wh_" or "evt_"). Anything else is looked up nowhere: it cannot
+// prefix ("sess_", "turn_", "wh_", "evt_" or "sch_"). Anything else is looked up nowhere: it cannot
 // exist, and it may not even be text Postgres accepts.
 func ValidID(prefix, id string) bool {
 	return strings.HasPrefix(id, prefix) && idPattern.MatchString(id)

@@ -46,6 +46,9 @@ type ExportedSession struct {
 	Messages int64
 	// LeftOut is the running turn the export leaves out, if any.
 	LeftOut string
+	// Schedules are the session's schedules (at most
+	// MaxSchedulesPerSession), oldest first.
+	Schedules []Schedule
 }
 
 // ExportedMessage is a full-history message as an export writes it.
@@ -124,9 +127,18 @@ func (x *exporter) run(ctx context.Context, c cut) error {
 		x.tenantID, x.src.ID).Scan(&sealed); err != nil {
 		return interpretError(err)
 	}
+	rows, err := x.tx.Query(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE tenant_id = $1 AND session_id = $2 ORDER BY id`,
+		x.tenantID, x.src.ID)
+	if err != nil {
+		return interpretError(err)
+	}
+	schedules, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Schedule, error) { return scanSchedule(r) })
+	if err != nil {
+		return interpretError(err)
+	}
 	sess := x.src.Session
 	sess.Pending = c.pending
-	if err := x.w.Session(ExportedSession{Session: sess, Sealed: sealed, Messages: x.seq, LeftOut: x.src.running}); err != nil {
+	if err := x.w.Session(ExportedSession{Session: sess, Sealed: sealed, Messages: x.seq, LeftOut: x.src.running, Schedules: schedules}); err != nil {
 		return err
 	}
 	if err := x.history(ctx); err != nil {

@@ -43,6 +43,9 @@ type ImportPart struct {
 	// Replaced is part of what the last compaction replaced.
 	Replaced  *CompactedPart
 	Compacted *CompactedPart
+	// Schedule is one of the session's schedules (it gets a new id, and
+	// forgets its last turn's, unless the import keeps ids).
+	Schedule *Schedule
 }
 
 // ErrSealedElsewhere: the document's sealed secret values were sealed with
@@ -326,6 +329,8 @@ func (w *importer) add(ctx context.Context, part ImportPart) error {
 		}
 		w.writtenRows = append(w.writtenRows, []any{w.tenantID, w.sessionID, c.Seq, nil, string(c.Message), rawOrNull(c.Extra)})
 		w.held += 100 + len(c.Message) + len(c.Extra)
+	case part.Schedule != nil:
+		return w.addSchedule(ctx, *part.Schedule)
 	default:
 		return errors.New("an empty part")
 	}
@@ -527,4 +532,23 @@ func rawOrNull(b []byte) *string {
 	}
 	s := string(b)
 	return &s
+}
+
+// addSchedule writes one of the session's schedules, its ticks and counts
+// as exported: a tick due by now follows the rule of missed ticks
+// (docs/background.md#schedules).
+func (w *importer) addSchedule(ctx context.Context, sc Schedule) error {
+	sc.TenantID, sc.SessionID = w.tenantID, w.sessionID
+	switch {
+	case !w.keepIDs:
+		sc.ID, sc.LastTurnID = NewScheduleID(), ""
+	case !ValidID("sch_", sc.ID):
+		return fmt.Errorf("%q is not a schedule id this server could have made", sc.ID)
+	}
+	st, err := scheduleInsert(sc)
+	if err != nil {
+		return err
+	}
+	_, err = w.tx.Exec(ctx, st.sql, st.args...)
+	return interpretError(err)
 }

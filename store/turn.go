@@ -287,7 +287,17 @@ func (s *Store) turnBegin(ctx context.Context, p *TurnBeginParams) (*TurnBegun, 
 		// The session changed since this process last wrote it, or the
 		// idempotency key names an earlier turn.
 	}
-	return s.turnBeginRead(ctx, conn, p)
+	return s.turnBeginRead(ctx, conn, p, nil)
+}
+
+// claimInTx runs a claim (turnBeginRead) inside a transaction its caller
+// began on the connection (a schedule's tick, schedulefire.go): no BEGIN is
+// sent; a refusal (the session busy, the plan refused, the queue full)
+// leaves the transaction open for the caller to write on or roll back;
+// then's statements are written with the claim, before its COMMIT. On
+// any other error the caller rolls back.
+type claimInTx struct {
+	then []batchStmt
 }
 
 // claimSetSQL is what a claim writes to the session's row: $1 tenant, $2
@@ -434,13 +444,18 @@ func (s *Store) turnBeginKnown(ctx context.Context, conn *pgxpool.Conn, p *TurnB
 // turnBeginRead claims the session in two round trips: it reads the
 // session under lock, with the idempotency key's turn and the compacted
 // history the caller does not hold, then writes and commits.
-func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p *TurnBeginParams) (*TurnBegun, error) {
+func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p *TurnBeginParams, in *claimInTx) (*TurnBegun, error) {
 	rollback := func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK") }
+	if in != nil {
+		rollback = func() {}
+	}
 
 	// Round trip 1: lock the session, look for the idempotency key, read
 	// the compacted history the caller does not hold yet.
 	read := &pgx.Batch{}
-	queueBegin(read, p.TenantID)
+	if in == nil {
+		queueBegin(read, p.TenantID)
+	}
 	read.Queue(`SELECT `+sessionColumns+`, last_seq, compaction_version, lease_expires_at, lease_owner, `+activeBackgroundSQL+`
 		FROM sessions WHERE tenant_id = $1 AND id = $2 AND ($3 = '' OR owner = $3) FOR UPDATE`,
 		p.TenantID, p.SessionID, p.SessionOwner)
@@ -470,7 +485,7 @@ func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p *TurnBe
 	)
 	br := conn.SendBatch(ctx, read)
 	var err error
-	for i := 0; i < beginLen && err == nil; i++ {
+	for i := 0; in == nil && i < beginLen && err == nil; i++ {
 		_, err = br.Exec()
 	}
 	if err == nil {
@@ -552,9 +567,21 @@ func (s *Store) turnBeginRead(ctx context.Context, conn *pgxpool.Conn, p *TurnBe
 	}
 	write.Queue(claimSetSQL, w.setArgs...)
 	turnStmt := w.queueTurn(write, p)
+	scans := map[int]func(pgx.Row) error{turnStmt: func(row pgx.Row) error {
+		t, err := scanTurn(row)
+		if err == nil {
+			out.Turn = t
+		}
+		return err
+	}}
+	if in != nil {
+		for _, st := range in.then {
+			queueStmt(write, scans, st)
+		}
+	}
 	write.Queue("COMMIT")
 	w.begun(p, out)
-	if err := sendClaim(ctx, conn, write, turnStmt, out); err != nil {
+	if err := sendTx(ctx, conn, write, scans); err != nil {
 		if errors.Is(err, ErrOutcomeUnknown) {
 			return out, err
 		}

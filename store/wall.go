@@ -24,8 +24,8 @@ import (
 //   - ChoresRole (s.chores), which bypasses them: the one way around the
 //     wall, for the work that spans tenants and names no tenant yet (an API
 //     key's or a token issuer's tenant at authentication, the heartbeat,
-//     the queue's dispatcher, the webhook deliverers' scan and pruning, a
-//     tenant's deletion). Only the methods that say so in their doc
+//     the queue's dispatcher, the webhook deliverers' scan and pruning, the
+//     schedulers' scan for due ticks, a tenant's deletion). Only the methods that say so in their doc
 //     comment use it; grep for "s.chores".
 
 // Default roles (migration 00030 creates them).

@@ -14,6 +14,8 @@
 //	replaced     replaced (the compacted history just before it ran)
 //	compacted    the compacted history: runs of copies of full-history
 //	             messages, and the messages compaction wrote
+//	schedule     the session's schedules (version 2; a document without
+//	             schedules is written as version 1)
 //	trailer      the counts of each kind of line and the SHA-256 of every
 //	             line before it
 //
@@ -32,8 +34,10 @@ import (
 
 // Formats and versions.
 const (
-	SessionFormat  = "aapd-session"
-	SessionVersion = 1
+	SessionFormat = "aapd-session"
+	// SessionVersion 2 added schedule lines. A document without them is
+	// written as version 1, which every reader takes.
+	SessionVersion = 2
 	TenantFormat   = "aapd-tenant"
 	TenantVersion  = 2 // 2: the tenant's retention policy
 )
@@ -49,6 +53,7 @@ const (
 	typeCompaction    = "compaction"
 	typeReplaced      = "replaced"
 	typeCompacted     = "compacted"
+	typeSchedule      = "schedule"
 	typeTrailer       = "trailer"
 	typeTenant        = "tenant"
 	typeTenantTrailer = "tenant-trailer"
@@ -200,6 +205,33 @@ type Range struct {
 	To   int64 `json:"to"`
 }
 
+// ScheduleLine is one of the session's schedules (version 2): its timing,
+// the turn each tick starts, its next tick and its counts. An import gives
+// it a new id, and forgets its last turn's (the session's turns get new
+// ids), unless the import keeps ids.
+type ScheduleLine struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
+	// Cron and Timezone, or Every (a Go duration), say when it ticks.
+	Cron     string `json:"cron,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
+	Every    string `json:"every,omitempty"`
+	// Messages and Stream are the turn each tick starts.
+	Messages  json.RawMessage `json:"messages"`
+	Stream    string          `json:"stream,omitempty"`
+	EndAt     *time.Time      `json:"endAt,omitempty"`
+	CreatedAt time.Time       `json:"createdAt"`
+	// NextRunAt is its next tick; absent once it has ended.
+	NextRunAt      *time.Time `json:"nextRunAt,omitempty"`
+	LastRunAt      *time.Time `json:"lastRunAt,omitempty"`
+	LastTurn       string     `json:"lastTurn,omitempty"`
+	Runs           int64      `json:"runs"`
+	SkippedRunning int64      `json:"skippedRunning"`
+	SkippedMissed  int64      `json:"skippedMissed"`
+	SkippedRefused int64      `json:"skippedRefused"`
+	LastError      string     `json:"lastError,omitempty"`
+}
+
 // Trailer ends a session document.
 type Trailer struct {
 	Type   string `json:"type"`
@@ -215,6 +247,8 @@ type Counts struct {
 	Compactions int64 `json:"compactions"`
 	Replaced    int64 `json:"replaced"`
 	Compacted   int64 `json:"compacted"`
+	// Schedules is absent (0) in version 1.
+	Schedules int64 `json:"schedules,omitempty"`
 }
 
 // TenantLine is a tenant document's first line.

@@ -294,16 +294,17 @@ func readHeader(lr *lineReader, line []byte, opts ReadOptions) (store.SessionImp
 	}
 	out.ID = s.ID
 	p = store.SessionImportParams{TenantID: opts.TenantID, Owner: owner, Session: out, KeepIDs: opts.KeepIDs}
-	return p, &validator{lr: lr, header: s, pending: pending, open: map[string]bool{}}, nil
+	return p, &validator{lr: lr, header: s, version: hd.Version, pending: pending, open: map[string]bool{}}, nil
 }
 
 // validator checks a session document's lines after its header, as they
 // are read, and turns them into the store's parts.
 type validator struct {
-	lr     *lineReader
-	header Session
-	hash   hash.Hash
-	alone  bool
+	lr      *lineReader
+	header  Session
+	version int
+	hash    hash.Hash
+	alone   bool
 
 	section int // sectionHistory, sectionCompactions, sectionCompacted, sectionDone
 	counts  Counts
@@ -321,6 +322,7 @@ const (
 	sectionHistory = iota
 	sectionCompactions
 	sectionCompacted
+	sectionSchedules
 	sectionDone
 )
 
@@ -362,8 +364,17 @@ func (v *validator) next() (store.ImportPart, error) {
 		}
 		return v.partLine(line, typeReplaced)
 	case typeCompacted:
+		if v.section > sectionCompacted {
+			return store.ImportPart{}, v.outOfOrder(typ)
+		}
 		v.enter(sectionCompacted)
 		return v.partLine(line, typeCompacted)
+	case typeSchedule:
+		if v.version < 2 {
+			return store.ImportPart{}, v.lr.errAt(RuleFormat, "a %q line needs version 2 of the format; the header says %d", typ, v.version)
+		}
+		v.enter(sectionSchedules)
+		return v.scheduleLine(line)
 	case typeTrailer:
 		if err := v.trailer(line); err != nil {
 			return store.ImportPart{}, err
@@ -383,8 +394,8 @@ func (v *validator) enter(section int) {
 }
 
 func (v *validator) outOfOrder(typ string) *LineError {
-	where := [...]string{"among the turns and messages", "among the compactions", "in the compacted history", "after the trailer"}[v.section]
-	return v.lr.errAt(RuleOrder, "a %q line cannot come %s: the order is header, turns and messages, compactions each with what it replaced, the compacted history, trailer", typ, where)
+	where := [...]string{"among the turns and messages", "among the compactions", "in the compacted history", "among the schedules", "after the trailer"}[v.section]
+	return v.lr.errAt(RuleOrder, "a %q line cannot come %s: the order is header, turns and messages, compactions each with what it replaced, the compacted history, schedules, trailer", typ, where)
 }
 
 func (v *validator) turnLine(line []byte) (store.ImportPart, error) {

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/store"
@@ -45,6 +46,13 @@ func TestExportImportExportGivesTheSameDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.Continue(t, st, from.ID, fork.ID, 24).Say("in the fork", "forked answer")
+	// A schedule goes with its session (a fork copies none).
+	next, end := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond), time.Now().Add(48*time.Hour).UTC().Truncate(time.Millisecond)
+	if _, err := st.ScheduleCreate(ctx, store.ScheduleCreateParams{Schedule: store.Schedule{TenantID: from.ID, SessionID: c.ID, ID: store.NewScheduleID(),
+		Cron: "0 9 * * 1-5", Timezone: "Europe/Berlin", EndAt: &end, NextRunAt: &next,
+		Request: aap.TurnRequest{Messages: []aap.Message{aap.UserMessage("the morning report")}, Stream: aap.StreamDelta}}}); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, id := range []string{c.ID, fork.ID} {
 		opts := transfer.WriteOptions{Sealed: true}
@@ -55,6 +63,15 @@ func TestExportImportExportGivesTheSameDocument(t *testing.T) {
 		}
 		second := export(t, st, to.ID, imported.ID, opts)
 		a, b := transfertest.Normalized(t, first), transfertest.Normalized(t, second)
+		schedules := 0
+		for _, line := range a {
+			if line["type"] == "schedule" {
+				schedules++
+			}
+		}
+		if want := map[string]int{c.ID: 1, fork.ID: 0}[id]; schedules != want || a[0]["version"] != float64(1+min(want, 1)) {
+			t.Errorf("the document of %s has %d schedules, version %v; want %d", id, schedules, a[0]["version"], want)
+		}
 		a[0]["session"].(map[string]any)["owner"] = "alice" // the importer's
 		if d := transfertest.Diff(a, b); d != "" {
 			t.Errorf("the round trip changed the document:\n%s", d)

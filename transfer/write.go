@@ -61,6 +61,8 @@ type sessionWriter struct {
 	hash   hash.Hash
 	counts Counts
 	buf    []byte
+	// schedules are written last, before the trailer.
+	schedules []store.Schedule
 	// part is the type of the parts being written (replaced, compacted).
 }
 
@@ -82,7 +84,12 @@ func (w *sessionWriter) object(v any) error {
 
 func (w *sessionWriter) Session(s store.ExportedSession) error {
 	w.bw = bufio.NewWriterSize(w.out, 64<<10)
-	h := Header{Type: typeHeader, Format: SessionFormat, Version: SessionVersion, Session: Session{
+	w.schedules = s.Schedules
+	version := 1 // what every reader takes, unless the document needs more
+	if len(s.Schedules) > 0 {
+		version = SessionVersion
+	}
+	h := Header{Type: typeHeader, Format: SessionFormat, Version: version, Session: Session{
 		ID: s.ID, Owner: s.Owner, CreatedAt: s.CreatedAt.UTC(), Tools: s.ClientTools, Messages: s.Messages, LeftOutTurn: s.LeftOut,
 		Agent: Agent{Name: s.AgentName, Tools: s.AgentTools, Options: s.Options},
 	}}
@@ -195,7 +202,37 @@ func partLine(typ string, p store.CompactedPart) PartLine {
 	return line
 }
 
+// schedule writes a schedule's line.
+func (w *sessionWriter) schedule(sc store.Schedule) error {
+	w.counts.Schedules++
+	messages, err := json.Marshal(sc.Request.Messages)
+	if err != nil {
+		return err
+	}
+	line := ScheduleLine{Type: typeSchedule, ID: sc.ID, Cron: sc.Cron, Timezone: sc.Timezone, Messages: messages,
+		Stream: string(sc.Request.Stream), EndAt: utc(sc.EndAt), CreatedAt: sc.CreatedAt.UTC(), NextRunAt: utc(sc.NextRunAt),
+		LastRunAt: utc(sc.LastRunAt), LastTurn: sc.LastTurnID, Runs: sc.Runs, SkippedRunning: sc.SkippedRunning,
+		SkippedMissed: sc.SkippedMissed, SkippedRefused: sc.SkippedRefused, LastError: sc.LastError}
+	if sc.Every != 0 {
+		line.Every = sc.Every.String()
+	}
+	return w.object(line)
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
 func (w *sessionWriter) trailer() error {
+	for _, sc := range w.schedules {
+		if err := w.schedule(sc); err != nil {
+			return err
+		}
+	}
 	t := Trailer{Type: typeTrailer, Counts: w.counts, SHA256: hex.EncodeToString(w.hash.Sum(nil))}
 	b, err := json.Marshal(t)
 	if err != nil {

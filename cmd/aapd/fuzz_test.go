@@ -53,6 +53,7 @@ var fuzzRoutes = []fuzzRoute{
 	{method: "GET", path: "/admin/v1/tenants", admin: true, seedQuery: "limit=1&cursor=eA"},
 	{method: "PUT", path: "/admin/v1/tenants/{tenant}/limits", admin: true, seedBody: `{"turnsPerMinute":100}`},
 	{method: "PUT", path: "/admin/v1/tenants/{tenant}/retention", admin: true, seedBody: `{"idleSessionDays":90,"fullHistoryDays":1.5}`},
+	{method: "POST", path: "/sessions/{sid}/schedules", seedBody: `{"cron":"0 9 * * 1-5","timezone":"Europe/Berlin","endAt":"2030-01-01T00:00:00Z","messages":[{"role":"user","content":"report"}]}`},
 }
 
 // FuzzFrontDoors sends fuzzed requests to every door of a real server

@@ -31,6 +31,7 @@ import (
 	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/quota"
 	"github.com/aapd/aapd/retention"
+	"github.com/aapd/aapd/scheduler"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/turnqueue"
 	"github.com/aapd/aapd/webhooks"
@@ -280,6 +281,9 @@ type Main struct {
 	// Retention sweeps what the tenants' retention policies no longer
 	// keep (every replica runs one; one sweeps at a time).
 	Retention *retention.Sweeper
+	// Scheduler fires the sessions' schedules' ticks (every replica runs
+	// one; each tick fires once).
+	Scheduler *scheduler.Scheduler
 	// Registry holds every metric the process exports.
 	Registry *prometheus.Registry
 	agents   *agentconfig.Loaded
@@ -447,6 +451,8 @@ func (m *Main) start(ctx context.Context, stderr io.Writer) error {
 	m.Retention = retention.New(retention.Config{Store: m.Store, Logger: m.log, Registry: m.Registry,
 		Defaults: m.cfg.Retention, Interval: m.cfg.RetentionInterval})
 	m.Retention.Start()
+	m.Scheduler = scheduler.New(scheduler.Config{Store: m.Store, Runner: m.Runner, Logger: m.log, Registry: m.Registry})
+	m.Scheduler.Start()
 	m.http = m.cfg.Edge.server(httpapi.Traced(m.API, m.tracing.provider), m.log)
 	go func() { m.served <- m.http.Serve(m.ln) }()
 	m.serveMetrics()
@@ -525,8 +531,10 @@ func (m *Main) shutdown(delay time.Duration) error {
 	// resume on another replica); streams of turns running here go on
 	// until their turns end, within the drain timeout.
 	m.API.StopStreams()
-	// No more background turns are taken from the queue; those running
-	// here are handed back to it if the drain cannot wait for them.
+	// No schedule's tick is fired here any more, and no more background
+	// turns are taken from the queue; those running here are handed back
+	// to it if the drain cannot wait for them.
+	m.Scheduler.Stop()
 	m.Queue.Stop()
 	m.Retention.Stop()
 	drainCtx, cancel := context.WithTimeout(context.Background(), m.cfg.DrainTimeout)
@@ -574,6 +582,9 @@ func (m *Main) close() {
 	}
 	if m.Retention != nil {
 		m.Retention.Stop()
+	}
+	if m.Scheduler != nil {
+		m.Scheduler.Stop()
 	}
 	if m.API != nil {
 		m.API.Close()

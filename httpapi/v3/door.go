@@ -84,6 +84,12 @@ func (d *Door) Mount(r *mux.Router, e httpapi.Edge) {
 	r.Handle("/sessions/{id}/fork", e.Guard(write, d.forkSession)).Methods(http.MethodPost)
 	r.Handle("/sessions/{id}/export", e.Guard(read, d.exportSession)).Methods(http.MethodGet)
 	r.Handle("/sessions/import", e.Guard(write, d.importSession)).Methods(http.MethodPost)
+
+	// Extensions (docs/background.md#schedules): a session's schedules.
+	r.Handle("/sessions/{id}/schedules", e.Guard(write, d.createSchedule)).Methods(http.MethodPost)
+	r.Handle("/sessions/{id}/schedules", e.Guard(read, d.listSchedules)).Methods(http.MethodGet)
+	r.Handle("/sessions/{id}/schedules/{scheduleId}", e.Guard(read, d.getSchedule)).Methods(http.MethodGet)
+	r.Handle("/sessions/{id}/schedules/{scheduleId}", e.Guard(write, d.deleteSchedule)).Methods(http.MethodDelete)
 }
 
 // getMeta is GET /meta: the agents this server runs.

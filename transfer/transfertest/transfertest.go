@@ -35,6 +35,11 @@ func Normalized(t testing.TB, doc []byte) []map[string]any {
 			if id, ok := m["turn"].(string); ok {
 				m["turn"] = turns[id]
 			}
+		case "schedule":
+			m["id"] = "SCHEDULE"
+			if id, ok := m["lastTurn"].(string); ok {
+				m["lastTurn"] = turns[id]
+			}
 		case "trailer", "tenant-trailer":
 			m["sha256"] = "SUM"
 		}
