@@ -74,6 +74,14 @@ func (s *SSE) Event(id, name string, data []byte) error {
 	return err
 }
 
+// Raw writes events already framed ("event: …\ndata: …\n\n" each), sent
+// with the next Flush: a door that frames a batch of events itself
+// writes them at once.
+func (s *SSE) Raw(framed []byte) error {
+	_, err := s.w.Write(framed)
+	return err
+}
+
 // Comment writes a comment (a keep-alive) and flushes it.
 func (s *SSE) Comment(text string) error { return s.comment(text) }
 

@@ -409,8 +409,10 @@ func TestWebhookDisablingFailsTheEndpointsPendingDeliveries(t *testing.T) {
 	// A delivery queued as the endpoint was being disabled (the outbox
 	// reads the endpoint without locking it) is claimed with its endpoint
 	// as it is, disabled: the deliverer fails it unsent.
-	storetest.Exec(t, url, `UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = now(), finished_at = NULL
-		WHERE tenant_id = $1 AND endpoint_id = $2 AND event_id = $3`, tn.ID, e.ID, c.Deliveries[0].Event.ID)
+	// Due at the test's now, not the database's: under load the test has
+	// run for longer than the second the claim below looks ahead.
+	storetest.Exec(t, url, `UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = $4, finished_at = NULL
+		WHERE tenant_id = $1 AND endpoint_id = $2 AND event_id = $3`, tn.ID, e.ID, c.Deliveries[0].Event.ID, now)
 	late, err := st.WebhookDeliveriesClaim(ctx, tn.ID, now.Add(time.Second), time.Minute, 10)
 	if err != nil || len(late.Deliveries) != 1 || late.Targets[e.ID].Endpoint.DisabledAt == nil {
 		t.Errorf("claim of a disabled endpoint's delivery: %d claimed, target %+v, %v; want it, disabled", len(late.Deliveries), late.Targets[e.ID], err)

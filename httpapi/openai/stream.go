@@ -2,6 +2,10 @@ package openai
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/aapd/aapd/aap"
 )
@@ -67,11 +71,16 @@ func (s *streamer) snapshot() Response {
 	return r
 }
 
-// start is the stream's first events.
+// start is the stream's first events: both carry the response as it
+// starts, encoded once.
 func (s *streamer) start() []streamEvent {
+	var resp any = s.snapshot()
+	if b, err := json.Marshal(resp); err == nil {
+		resp = json.RawMessage(b)
+	}
 	return []streamEvent{
-		s.emit("response.created", streamEvent{"response": s.snapshot()}),
-		s.emit("response.in_progress", streamEvent{"response": s.snapshot()}),
+		s.emit("response.created", streamEvent{"response": resp}),
+		s.emit("response.in_progress", streamEvent{"response": resp}),
 	}
 }
 
@@ -245,5 +254,97 @@ func (s *streamer) end(final *Response) []streamEvent {
 	return append(out, s.emit(typ, streamEvent{"response": *final}))
 }
 
-// encode is an event's data.
-func encode(e streamEvent) ([]byte, error) { return json.Marshal(e) }
+// encode appends an event's data to buf: a JSON object of its members
+// in the order of their names, as json.Marshal writes a map, with the
+// members every delta has (strings, numbers, an empty list, encoded
+// JSON) written directly rather than through reflection.
+func encode(buf []byte, e streamEvent) ([]byte, error) {
+	var names [8]string
+	keys := names[:0]
+	for k := range e {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	buf = append(buf, '{')
+	for i, k := range keys {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendString(buf, k)
+		buf = append(buf, ':')
+		switch v := e[k].(type) {
+		case string:
+			buf = appendString(buf, v)
+		case int:
+			buf = strconv.AppendInt(buf, int64(v), 10)
+		case json.RawMessage:
+			buf = append(buf, v...)
+		case []any:
+			if len(v) != 0 {
+				return nil, fmt.Errorf("encode %s: a list of %d", k, len(v))
+			}
+			buf = append(buf, "[]"...)
+		default:
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, fmt.Errorf("encode %s: %w", k, err)
+			}
+			buf = append(buf, b...)
+		}
+	}
+	return append(buf, '}'), nil
+}
+
+// appendString appends s as a JSON string, escaped as encoding/json
+// escapes it (HTML's <, > and & included).
+func appendString(buf []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	buf = append(buf, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			buf = append(buf, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				buf = append(buf, '\\', c)
+			case '\n':
+				buf = append(buf, '\\', 'n')
+			case '\r':
+				buf = append(buf, '\\', 'r')
+			case '\t':
+				buf = append(buf, '\\', 't')
+			case '\b':
+				buf = append(buf, '\\', 'b')
+			case '\f':
+				buf = append(buf, '\\', 'f')
+			default:
+				buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(append(buf, s[start:]...), '"')
+}

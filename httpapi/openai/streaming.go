@@ -73,19 +73,24 @@ func (d *Door) follow(ctx context.Context, out *httpapi.SSE, st *streamer, src a
 	}
 }
 
-// write sends events, named by their types.
+// write sends events, named by their types, in one write and one flush.
 func (d *Door) write(out *httpapi.SSE, events []streamEvent) error {
-	for _, e := range events {
-		data, err := encode(e)
-		if err != nil {
-			return err
-		}
-		if err := out.Event("", e["type"].(string), data); err != nil {
-			return err
-		}
-	}
 	if len(events) == 0 {
 		return nil
+	}
+	var (
+		buf = make([]byte, 0, 512*len(events))
+		err error
+	)
+	for _, e := range events {
+		buf = append(append(append(buf, "event: "...), e["type"].(string)...), "\ndata: "...)
+		if buf, err = encode(buf, e); err != nil {
+			return err
+		}
+		buf = append(buf, "\n\n"...)
+	}
+	if err := out.Raw(buf); err != nil {
+		return err
 	}
 	return out.Flush()
 }
