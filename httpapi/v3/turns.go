@@ -171,11 +171,21 @@ func (d *Door) turnRef(r *http.Request) (store.Turn, error) {
 	return t, err
 }
 
-// getTurn is GET /sessions/:id/turns/:turnId (extension).
+// getTurn is GET /sessions/:id/turns/:turnId (extension). With Prefer:
+// wait=N it answers once the turn has ended, or after N seconds (at most
+// MaxTurnWait) with the record as it is then (docs/background.md).
 func (d *Door) getTurn(w http.ResponseWriter, r *http.Request) error {
 	t, err := d.turnRef(r)
 	if err != nil {
 		return err
+	}
+	if wait := waitPreference(r); wait > 0 {
+		if !t.Status.Ended() {
+			if t, err = d.waitTurnEnd(r.Context(), t, wait); err != nil {
+				return err
+			}
+		}
+		w.Header().Set(PreferenceAppliedHeader, preferWait+"="+strconv.Itoa(int(wait/time.Second)))
 	}
 	return httpapi.WriteJSON(w, http.StatusOK, turnInfo(t))
 }
