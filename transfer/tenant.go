@@ -27,6 +27,22 @@ type TenantSource interface {
 // is written may be missing from it (stop the tenant's traffic to move it
 // whole). done, when set, is called after each session.
 func WriteTenant(ctx context.Context, out io.Writer, src TenantSource, tenantID string, t Tenant, opts WriteOptions, done func(sessionID string)) (int64, error) {
+	return writeTenant(ctx, out, src, store.SessionListParams{TenantID: tenantID}, t, opts, done)
+}
+
+// WriteOwner writes the tenant document of one end user's sessions: t
+// (which the caller fills with what the user may see of the tenant), the
+// document of every session of tenantID that owner owns, and the tenant
+// trailer. aapd tenants import reads it as any tenant document.
+func WriteOwner(ctx context.Context, out io.Writer, src TenantSource, tenantID, owner string, t Tenant, opts WriteOptions, done func(sessionID string)) (int64, error) {
+	if owner == "" {
+		return 0, errors.New("write the document of an end user: no owner given")
+	}
+	return writeTenant(ctx, out, src, store.SessionListParams{TenantID: tenantID, Owner: owner}, t, opts, done)
+}
+
+// writeTenant writes a tenant document of the sessions list lists.
+func writeTenant(ctx context.Context, out io.Writer, src TenantSource, list store.SessionListParams, t Tenant, opts WriteOptions, done func(sessionID string)) (int64, error) {
 	bw := bufio.NewWriterSize(out, 64<<10)
 	hw := &hashingWriter{w: bw, h: sha256.New()}
 	line, err := json.Marshal(TenantLine{Type: typeTenant, Format: TenantFormat, Version: TenantVersion, Tenant: t})
@@ -38,12 +54,13 @@ func WriteTenant(ctx context.Context, out io.Writer, src TenantSource, tenantID 
 	}
 	var n int64
 	for after := ""; ; {
-		page, err := src.SessionList(ctx, store.SessionListParams{TenantID: tenantID, After: after, Limit: 100})
+		list.After, list.Limit = after, 100
+		page, err := src.SessionList(ctx, list)
 		if err != nil {
 			return n, err
 		}
 		for _, s := range page.Sessions {
-			if _, err := WriteSession(ctx, hw, src, store.SessionExportParams{TenantID: tenantID, SessionID: s.ID}, opts); err != nil {
+			if _, err := WriteSession(ctx, hw, src, store.SessionExportParams{TenantID: list.TenantID, SessionID: s.ID}, opts); err != nil {
 				if errors.Is(err, store.ErrNotFound) {
 					continue // deleted since it was listed
 				}

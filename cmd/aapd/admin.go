@@ -166,7 +166,7 @@ var flagOfField = map[string]string{
 	"name": "", "label": "--name", "scopes": "--scopes", "expiresAt": "--expires-in",
 	"issuer": "--issuer", "audience": "--audience", "jwksUrl": "--jwks-url", "publicKeys": "--public-key",
 	"requestsPerSecond": "--rps", "burst": "--burst", "maxRunningTurns": "--max-running-turns",
-	"from": "--from", "to": "--to",
+	"from": "--from", "to": "--to", "sub": "SUB",
 	"idleSessionDays": "--idle-session-days", "fullHistoryDays": "--full-history-days",
 }
 

@@ -6,6 +6,7 @@
 //	aapd tenants create|list|delete             manage teams
 //	aapd tenants export|import                  move a tenant with its sessions
 //	aapd sessions export|import                 move one session
+//	aapd owners export|erase                    an end user's data: a copy, or erasure
 //	aapd keys create|list|revoke                manage a tenant's API keys
 //	aapd issuers add|list|remove                manage a tenant's token issuers
 //	aapd limits set|show                        a tenant's quotas
@@ -49,6 +50,9 @@ Usage:
                                                   write one session's document (JSON Lines, docs/lifecycle.md)
   aapd sessions import --tenant NAME [--owner SUB] [FILE]
                                                   create a session from its document (FILE or stdin); prints its id
+  aapd owners export --tenant NAME SUB [--output FILE]
+                                                  write every session of an end user (a token's sub) as a tenant document
+  aapd owners erase --tenant NAME SUB             delete every session of an end user, with all that names them; prints the counts
   aapd keys create --tenant NAME [--name LABEL] [--scopes sessions:read,sessions:write] [--expires-in 720h]
                                                   create an API key; prints it alone on stdout
   aapd keys list --tenant NAME                    list a tenant's API keys, with scopes and expiry
@@ -176,6 +180,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return tenantsCmd(ctx, rest, stdout, stderr)
 	case "sessions":
 		return sessionsCmd(ctx, rest, stdout, stderr)
+	case "owners":
+		return ownersCmd(ctx, rest, stdout, stderr)
 	case "keys":
 		return keysCmd(ctx, rest, stdout, stderr)
 	case "issuers":

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+
+	"github.com/aapd/aapd/transfer"
 )
 
 // The endpoints: each reads its request, calls one Service operation, and
@@ -263,4 +265,47 @@ func (h *Handler) redeliver(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusAccepted, d)
+}
+
+func (h *Handler) eraseOwner(w http.ResponseWriter, r *http.Request) error {
+	tenant, owner := mux.Vars(r)["name"], mux.Vars(r)["sub"]
+	e, err := h.svc.EraseOwner(r.Context(), tenant, owner)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, e)
+}
+
+// exportOwner streams the end user's document. Once it has begun, a
+// failure can no longer be a problem: the connection is cut, and the
+// document, without its trailer, is refused by every reader.
+func (h *Handler) exportOwner(w http.ResponseWriter, r *http.Request) error {
+	tenant, owner := mux.Vars(r)["name"], mux.Vars(r)["sub"]
+	out := &lazyWriter{w: w, start: func() {
+		w.Header().Set("Content-Type", transfer.ContentType)
+		w.Header().Set("Content-Disposition", `attachment; filename="owner.jsonl"`)
+		w.WriteHeader(http.StatusOK)
+	}}
+	_, err := h.svc.ExportOwner(r.Context(), tenant, owner, out, nil)
+	if err == nil || !out.started {
+		return err
+	}
+	h.log.ErrorContext(r.Context(), "export of an end user cut short", "tenant", tenant, "err", err)
+	panic(http.ErrAbortHandler)
+}
+
+// lazyWriter sends the response's header on the first write, so that an
+// error before any byte is still a problem.
+type lazyWriter struct {
+	w       http.ResponseWriter
+	start   func()
+	started bool
+}
+
+func (l *lazyWriter) Write(p []byte) (int, error) {
+	if !l.started {
+		l.started = true
+		l.start()
+	}
+	return l.w.Write(p)
 }

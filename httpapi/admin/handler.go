@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"unicode"
@@ -61,6 +63,10 @@ func NewHandler(svc *Service, token string) (*Handler, error) {
 // routes registers every route, in one place.
 func (h *Handler) routes() *mux.Router {
 	r := mux.NewRouter()
+	// Matched on the escaped path: an end user's subject may hold a '/'
+	// (sent as %2F), which must not split its segment; handle unescapes
+	// the segments.
+	r.UseEncodedPath()
 	r.NotFoundHandler = h.handle(func(http.ResponseWriter, *http.Request) error {
 		return &Error{Kind: NotFound, Msg: "no such endpoint of the admin API"}
 	})
@@ -81,6 +87,8 @@ func (h *Handler) routes() *mux.Router {
 	a.Handle("/tenants/{name}/retention", h.handle(h.getRetention)).Methods(http.MethodGet)
 	a.Handle("/tenants/{name}/retention", h.handle(h.setRetention)).Methods(http.MethodPut)
 	a.Handle("/tenants/{name}/usage", h.handle(h.usage)).Methods(http.MethodGet)
+	a.Handle("/tenants/{name}/owners/{sub}", h.handle(h.eraseOwner)).Methods(http.MethodDelete)
+	a.Handle("/tenants/{name}/owners/{sub}/export", h.handle(h.exportOwner)).Methods(http.MethodGet)
 	a.Handle("/tenants/{name}/webhooks", h.handle(h.createWebhook)).Methods(http.MethodPost)
 	a.Handle("/tenants/{name}/webhooks", h.handle(h.listWebhooks)).Methods(http.MethodGet)
 	a.Handle("/tenants/{name}/webhooks/{id}", h.handle(h.getWebhook)).Methods(http.MethodGet)
@@ -155,10 +163,31 @@ func (h *Handler) authorize(r *http.Request) error {
 // handle adapts a handler that returns its error.
 func (h *Handler) handle(fn func(w http.ResponseWriter, r *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = unescapeVars(r)
 		if err := fn(w, r); err != nil {
 			h.fail(w, r, err)
 		}
 	})
+}
+
+// unescapeVars unescapes the path segments the router matched escaped.
+// They come from the request's escaped path, which net/url made valid, so
+// none fails to unescape; one that did would be kept as sent.
+func unescapeVars(r *http.Request) *http.Request {
+	vars := mux.Vars(r)
+	changed := false
+	for k, v := range vars {
+		if u, err := url.PathUnescape(v); err == nil && u != v {
+			if !changed {
+				vars, changed = maps.Clone(vars), true
+			}
+			vars[k] = u
+		}
+	}
+	if !changed {
+		return r
+	}
+	return mux.SetURLVars(r, vars)
 }
 
 func (h *Handler) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
