@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/aapd/aapd/aap"
 )
@@ -54,11 +57,43 @@ func (c *Client) StartBackgroundTurn(ctx context.Context, sessionID string, req 
 	return out, nil
 }
 
+// TurnWait is how long each request of WaitTurn asks the server to wait
+// for the turn's end (Prefer: wait, which aapd bounds at 60 s).
+const TurnWait = 30 * time.Second
+
 // WaitTurn waits until a turn has ended and returns its record (aapd). It
-// follows the turn's events to turn_stop, resuming the stream when a
-// connection drops or the replica serving it goes away, so it costs one
-// request while the turn runs, however long.
+// asks for the record with Prefer: wait (docs/background.md), which aapd
+// answers once the turn has ended, or after TurnWait with the turn still
+// running, when it asks again: one request for a turn that ends within
+// TurnWait, wherever it runs. A server that does not honour the
+// preference has its events followed to turn_stop instead (resuming the
+// stream when a connection drops), then the record read.
 func (c *Client) WaitTurn(ctx context.Context, sessionID, turnID string) (TurnInfo, error) {
+	for {
+		// A context that ends sooner asks for less, so that the answer
+		// comes before it does.
+		wait := TurnWait
+		if deadline, ok := ctx.Deadline(); ok {
+			wait = max(min(wait, time.Until(deadline)-time.Second), time.Second)
+		}
+		header := http.Header{"Prefer": {"wait=" + strconv.Itoa(int(wait/time.Second))}}
+		var info TurnInfo
+		res, err := c.callJSON(ctx, request{method: http.MethodGet, path: sessionPath(sessionID, "turns", turnID),
+			header: header, resend: true}, &info)
+		if err != nil {
+			return TurnInfo{}, err
+		}
+		if info.Ended() {
+			return info, nil
+		}
+		if !strings.HasPrefix(res.Header.Get("Preference-Applied"), "wait=") {
+			return c.followToEnd(ctx, sessionID, turnID)
+		}
+	}
+}
+
+// followToEnd follows a turn's events to turn_stop, then reads its record.
+func (c *Client) followToEnd(ctx context.Context, sessionID, turnID string) (TurnInfo, error) {
 	s, err := c.TurnEvents(ctx, sessionID, turnID, 0)
 	if err != nil {
 		return TurnInfo{}, err

@@ -63,11 +63,11 @@ func (e *Error) Error() string {
 // the server refused it without acting on it (409 a turn is running, 429,
 // 503). Retries of these are what the client's RetryPolicy does. The
 // conflicts of a fork's point that waiting does not resolve (aapd's
-// tool-calls-open and compacted-history-gone) are not temporary.
+// tool-calls-open, compacted-history-gone and history-trimmed) are not temporary.
 func (e *Error) Temporary() bool {
 	switch e.Status {
 	case http.StatusConflict:
-		return e.Type != ProblemToolCallsOpen && e.Type != ProblemCompactedHistoryGone
+		return e.Type != ProblemToolCallsOpen && e.Type != ProblemCompactedHistoryGone && e.Type != ProblemHistoryTrimmed
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		return true
 	}

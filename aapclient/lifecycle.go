@@ -16,6 +16,7 @@ import (
 const (
 	ProblemToolCallsOpen        = "https://aapd.dev/problems/tool-calls-open"
 	ProblemCompactedHistoryGone = "https://aapd.dev/problems/compacted-history-gone"
+	ProblemHistoryTrimmed       = "https://aapd.dev/problems/history-trimmed"
 	ProblemInvalidDocument      = "https://aapd.dev/problems/invalid-document"
 )
 

@@ -13,6 +13,7 @@ const (
 // aapd_retention_messages_deleted_total's label.
 const (
 	kindIdleSession = "idle_session" // deleted with an idle session
+	kindFullHistory = "full_history" // trimmed from a kept session's full history
 )
 
 // metrics are the sweeper's Prometheus metrics. Every series exists, at
@@ -36,7 +37,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aapd_retention_messages_deleted_total",
-			Help: "Full-history messages the retention sweeper of this process deleted, by kind: idle_session (with their idle session).",
+			Help: "Full-history messages the retention sweeper of this process deleted, by kind: idle_session (with their idle session), full_history (trimmed from a kept session's full history).",
 		}, []string{"kind"}),
 		lastSweep: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "aapd_retention_last_sweep_timestamp_seconds",
@@ -47,6 +48,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.sweeps.WithLabelValues(r)
 	}
 	m.messages.WithLabelValues(kindIdleSession)
+	m.messages.WithLabelValues(kindFullHistory)
 	if reg != nil {
 		reg.MustRegister(m.sweeps, m.sessions, m.messages, m.lastSweep)
 	}

@@ -1,6 +1,8 @@
 // Package retention is the retention sweeper (docs/lifecycle.md,
 // "Retention"): it applies each tenant's retention policy, deleting the
-// sessions idle longer than the policy keeps them. One owner goroutine
+// sessions idle longer than the policy keeps them and trimming the full
+// histories of the others to what the policy keeps and a compaction has
+// summarised. One owner goroutine
 // sweeps every interval; of all the replicas, only the one holding the
 // store's retention lock sweeps at a time.
 package retention
@@ -25,12 +27,17 @@ type Store interface {
 	TenantList(ctx context.Context) ([]store.Tenant, error)
 	SessionsIdle(ctx context.Context, tenantID string, before time.Time, limit int) ([]string, error)
 	SessionDeleteIdle(ctx context.Context, tenantID, id string, before time.Time) (store.SessionDeletedIdle, error)
+	SessionsToTrim(ctx context.Context, tenantID, after string, limit int) ([]string, error)
+	SessionTrimHistory(ctx context.Context, tenantID, id string, before time.Time, batch int) (store.HistoryTrimmed, error)
 }
 
 // Defaults of a Config.
 const (
 	DefaultInterval  = time.Hour
 	DefaultBatchSize = 50
+	// DefaultTrimBatch is how many full-history messages one transaction
+	// of a trim drops at most.
+	DefaultTrimBatch = 1000
 )
 
 // Config configures a Sweeper.
@@ -47,6 +54,9 @@ type Config struct {
 	// BatchSize is how many sessions a batch deletes, each in its own
 	// transaction.
 	BatchSize int
+	// TrimBatch is how many full-history messages one trim transaction
+	// drops at most.
+	TrimBatch int
 	// Pause is the rest after each batch, as a fraction of the batch's
 	// own time (0: DefaultPause), so that a sweep of a large backlog
 	// leaves the database to the turns most of the time.
@@ -65,6 +75,10 @@ type Result struct {
 	Tenants  int   // tenants whose policy deleted something
 	Sessions int64 // idle sessions deleted
 	Messages int64 // full-history messages deleted with them
+	// Trimmed are the sessions whose full history a trim shortened, and
+	// TrimmedMessages the messages it dropped.
+	Trimmed         int64
+	TrimmedMessages int64
 }
 
 // Sweeper applies the tenants' retention policies.
@@ -91,6 +105,9 @@ func New(cfg Config) *Sweeper {
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.TrimBatch <= 0 {
+		cfg.TrimBatch = DefaultTrimBatch
 	}
 	if cfg.Pause <= 0 {
 		cfg.Pause = DefaultPause
@@ -158,10 +175,16 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 				return ctx.Err()
 			}
 			p := t.Retention.Or(s.cfg.Defaults)
-			if p.IdleSessionDays == 0 {
-				continue
+			var n int64
+			var err error
+			if p.IdleSessionDays != 0 {
+				n, err = s.sweepIdle(ctx, t, p.IdleSessionDays, &res)
 			}
-			n, err := s.sweepIdle(ctx, t, p.IdleSessionDays, &res)
+			if p.FullHistoryDays != 0 && err == nil && ctx.Err() == nil {
+				var m int64
+				m, err = s.sweepTrim(ctx, t, p.FullHistoryDays, &res)
+				n += m
+			}
 			if n > 0 {
 				res.Tenants++
 			}
@@ -189,7 +212,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	s.metrics.sweeps.WithLabelValues(resultDone).Inc()
 	s.metrics.lastSweep.SetToCurrentTime()
 	s.log.Info("retention sweep", "tenants", res.Tenants, "sessions_deleted", res.Sessions, "messages_deleted", res.Messages,
-		"duration_ms", time.Since(start).Milliseconds())
+		"sessions_trimmed", res.Trimmed, "messages_trimmed", res.TrimmedMessages, "duration_ms", time.Since(start).Milliseconds())
 	return res, nil
 }
 
@@ -234,6 +257,57 @@ func (s *Sweeper) sweepIdle(ctx context.Context, t store.Tenant, days int, res *
 		// meanwhile) is not found again: it is no longer idle.
 		if err := s.rest(ctx, time.Since(start)); err != nil {
 			return total, err
+		}
+	}
+}
+
+// sweepTrim trims the full histories of a tenant's sessions to the
+// messages of the last days (and those no compaction summarised), a
+// session at a time, each in transactions of at most TrimBatch messages,
+// and returns how many messages it dropped. A session whose turn runs is
+// skipped: the next sweep trims it.
+func (s *Sweeper) sweepTrim(ctx context.Context, t store.Tenant, days int, res *Result) (int64, error) {
+	var total int64
+	before := s.cfg.Now().Add(-time.Duration(days) * 24 * time.Hour)
+	after := ""
+	for {
+		ids, err := s.cfg.Store.SessionsToTrim(ctx, t.ID, after, s.cfg.BatchSize)
+		if err != nil {
+			return total, err
+		}
+		for _, id := range ids {
+			after = id
+			trimmed := false
+			for {
+				start := time.Now()
+				tr, err := s.cfg.Store.SessionTrimHistory(ctx, t.ID, id, before, s.cfg.TrimBatch)
+				if err != nil {
+					return total, err
+				}
+				if tr.Messages > 0 {
+					trimmed = true
+					total += tr.Messages
+					res.TrimmedMessages += tr.Messages
+					s.metrics.messages.WithLabelValues(kindFullHistory).Add(float64(tr.Messages))
+					s.log.Info("retention trim", "tenant", t.Name, "tenant_id", t.ID, "session", id,
+						"trimmed_through", tr.Through, "messages_deleted", tr.Messages, "duration_ms", time.Since(start).Milliseconds())
+				}
+				if !tr.More || ctx.Err() != nil {
+					break
+				}
+				if err := s.rest(ctx, time.Since(start)); err != nil {
+					return total, err
+				}
+			}
+			if trimmed {
+				res.Trimmed++
+			}
+			if ctx.Err() != nil {
+				return total, ctx.Err()
+			}
+		}
+		if len(ids) < s.cfg.BatchSize {
+			return total, nil
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -57,8 +58,8 @@ func TestSweepDeletesIdleSessionsByEachTenantsPolicy(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	s := retention.New(retention.Config{Store: st, Registry: reg, Defaults: store.TenantRetention{IdleSessionDays: 7}, BatchSize: 2})
 	defer s.Stop()
-	if n := len(series(t, reg)); n != 6 {
-		t.Errorf("series before any sweep: %d, want 6 (every family at zero)", n)
+	if n := len(series(t, reg)); n != 7 {
+		t.Errorf("series before any sweep: %d, want 7 (every family at zero)", n)
 	}
 	res, err := s.Sweep(ctx)
 	if err != nil {
@@ -129,5 +130,62 @@ func TestOneSweeperAtATime(t *testing.T) {
 	}
 	if _, err := s.Sweep(ctx); err != nil {
 		t.Errorf("a sweep after the other ended: %v", err)
+	}
+}
+
+// With a fullHistoryDays policy, a sweep trims each session's full history
+// to what the policy keeps and a compaction summarised, batch after batch,
+// leaves the compacted history whole and a running session alone, and
+// counts the messages in its metrics.
+func TestSweepTrimsFullHistoriesByThePolicy(t *testing.T) {
+	st := storetest.Open(t)
+	ctx := context.Background()
+	url := storetest.URL(t)
+	tn := storetest.NewTenant(t, st)
+	if _, err := st.TenantSetRetention(ctx, tn.ID, store.TenantRetention{FullHistoryDays: 30}); err != nil {
+		t.Fatal(err)
+	}
+	c := storetest.NewConversation(t, st, tn.ID, store.SessionCreateParams{})
+	for i := range 8 {
+		c.Say("q"+string(rune('a'+i)), "a")
+	}
+	c.Compact(10)
+	c.Say("new", "newer")
+	storetest.Exec(t, url, `UPDATE messages SET created_at = now() - interval '40 days' WHERE tenant_id = $1 AND session_id = $2 AND seq <= 16`, tn.ID, c.ID)
+	compacted, err := st.History(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: c.ID, Type: aap.HistoryCompacted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := storetest.NewConversation(t, st, tn.ID, store.SessionCreateParams{})
+	running.Say("r1", "r2")
+	running.Compact(2)
+	storetest.Exec(t, url, `UPDATE messages SET created_at = now() - interval '40 days' WHERE tenant_id = $1 AND session_id = $2`, tn.ID, running.ID)
+	running.StartTurn(storetest.StartInstance(t, st).ID(), "r3")
+
+	reg := prometheus.NewRegistry()
+	s := retention.New(retention.Config{Store: st, Registry: reg, TrimBatch: 3})
+	defer s.Stop()
+	res, err := s.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Trimmed != 1 || res.TrimmedMessages != 10 || res.Sessions != 0 {
+		t.Errorf("sweep %+v; want 10 messages of 1 session trimmed", res)
+	}
+	var left, runningLeft int
+	storetest.Scan(t, url, `SELECT count(*) FROM messages WHERE tenant_id = $1 AND session_id = $2`, []any{tn.ID, c.ID}, &left)
+	storetest.Scan(t, url, `SELECT count(*) FROM messages WHERE tenant_id = $1 AND session_id = $2`, []any{tn.ID, running.ID}, &runningLeft)
+	if left != 8 || runningLeft != 3 {
+		t.Errorf("rows left: %d of the trimmed session (want its 8 after the compaction's end), %d of the running one (want 3)", left, runningLeft)
+	}
+	if after, err := st.History(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: c.ID, Type: aap.HistoryCompacted}); err != nil ||
+		!slices.Equal(storetest.CompactedTexts(after), storetest.CompactedTexts(compacted)) {
+		t.Errorf("compacted history after the trim %q, %v; want %q", storetest.CompactedTexts(after), err, storetest.CompactedTexts(compacted))
+	}
+	if got := series(t, reg)["aapd_retention_messages_deleted_total,kind=full_history"]; got != 10 {
+		t.Errorf("aapd_retention_messages_deleted_total{kind=full_history} %v, want 10", got)
+	}
+	if again, err := s.Sweep(ctx); err != nil || again.TrimmedMessages != 0 {
+		t.Errorf("a second sweep: %+v, %v; want nothing left to trim", again, err)
 	}
 }

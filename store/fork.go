@@ -99,9 +99,9 @@ func queueFork(tenantID string, src *sourceRow, fork Session, c cut) *pgx.Batch 
 	b := &pgx.Batch{}
 	b.Queue(`
 		INSERT INTO sessions (tenant_id, id, agent_name, agent_tools, options, secret_options, client_tools,
-			pending_tool_calls, last_seq, owner, forked_from, forked_at, labels)
+			pending_tool_calls, last_seq, owner, forked_from, forked_at, labels, history_trimmed_through)
 		SELECT tenant_id, $3, agent_name, agent_tools, options, secret_options, client_tools,
-			$5, $4, nullif($6, ''), id, $4, labels
+			$5, $4, nullif($6, ''), id, $4, labels, history_trimmed_through
 		FROM sessions WHERE tenant_id = $1 AND id = $2`, tenantID, src.ID, fork.ID, seq, jsonList(c.pending), fork.Owner)
 	// (Not RETURNING: Citus cannot plan it on an INSERT … SELECT.)
 	b.Queue(`SELECT created_at, updated_at FROM sessions WHERE tenant_id = $1 AND id = $2`, tenantID, fork.ID)

@@ -51,12 +51,13 @@ func inheritedRanges(ctx context.Context, db dbtx, tenantID, sessionID string) (
 	return out, interpretError(err)
 }
 
-// historyPieces cuts a session's full history from 1 to last into the
-// pieces that hold it, in order: the inherited ranges, and the session's
-// own rows in between and after.
-func historyPieces(sessionID string, ranges []inheritedRange, last int64) []piece {
+// historyPieces cuts a session's full history from after its trimmed
+// prefix (historytrim.go; 0 for none) to last into the pieces that hold it,
+// in order: the inherited ranges, and the session's own rows in between and
+// after.
+func historyPieces(sessionID string, trimmed int64, ranges []inheritedRange, last int64) []piece {
 	var out []piece
-	next := int64(1)
+	next := trimmed + 1
 	own := func(upTo int64) {
 		if upTo >= next {
 			out = append(out, piece{session: sessionID, first: next, last: upTo})
@@ -66,8 +67,11 @@ func historyPieces(sessionID string, ranges []inheritedRange, last int64) []piec
 		if r.first > last {
 			break
 		}
+		if r.last < next {
+			continue // trimmed
+		}
 		own(r.first - 1)
-		out = append(out, piece{session: r.source, first: r.first, last: min(r.last, last), inherited: true})
+		out = append(out, piece{session: r.source, first: max(r.first, next), last: min(r.last, last), inherited: true})
 		next = r.last + 1
 	}
 	own(last)
@@ -151,23 +155,52 @@ func fullHistoryPieces(ctx context.Context, db dbtx, tenantID string, pieces []p
 	return nil
 }
 
-// fullHistory runs fullHistoryPieces over a session's whole full history.
-// A session that inherits nothing (most: one that is not a fork never
-// becomes one) costs one round trip more than reading its rows; a fork is
-// read in a REPEATABLE READ transaction.
+// fullHistory runs fullHistoryPieces over a session's whole full history,
+// after its trimmed prefix. A session that inherits nothing (most: one
+// that is not a fork never becomes one) costs one round trip more than
+// reading its rows; a fork is read in a REPEATABLE READ transaction.
 func (s *Store) fullHistory(ctx context.Context, tenantID, sessionID, query string, fn func(p piece, rows pgx.Rows) error) error {
-	ranges, err := inheritedRanges(ctx, s.tenant(tenantID), tenantID, sessionID)
+	trimmed, ranges, err := historyStart(ctx, s.tenant(tenantID), tenantID, sessionID)
 	if err != nil {
 		return err
 	}
 	if len(ranges) == 0 {
-		return fullHistoryPieces(ctx, s.tenant(tenantID), tenantID, historyPieces(sessionID, nil, noLastSeq), query, fn)
+		return fullHistoryPieces(ctx, s.tenant(tenantID), tenantID, historyPieces(sessionID, trimmed, nil, noLastSeq), query, fn)
 	}
 	return s.readTx(ctx, tenantID, func(tx pgx.Tx) error {
-		ranges, err := inheritedRanges(ctx, tx, tenantID, sessionID)
+		trimmed, ranges, err := historyStart(ctx, tx, tenantID, sessionID)
 		if err != nil {
 			return err
 		}
-		return fullHistoryPieces(ctx, tx, tenantID, historyPieces(sessionID, ranges, noLastSeq), query, fn)
+		return fullHistoryPieces(ctx, tx, tenantID, historyPieces(sessionID, trimmed, ranges, noLastSeq), query, fn)
 	})
+}
+
+// historyStart reads, in one statement, a session's trimmed prefix (0 for
+// none, or no such session) and the ranges it inherits, in order.
+func historyStart(ctx context.Context, db dbtx, tenantID, sessionID string) (int64, []inheritedRange, error) {
+	rows, err := db.Query(ctx, `SELECT s.history_trimmed_through, i.first_seq, i.last_seq, i.source_session_id
+		FROM sessions s LEFT JOIN inherited_messages i ON i.tenant_id = s.tenant_id AND i.session_id = s.id
+		WHERE s.tenant_id = $1 AND s.id = $2 ORDER BY i.first_seq`, tenantID, sessionID)
+	if err != nil {
+		return 0, nil, interpretError(err)
+	}
+	defer rows.Close()
+	var (
+		trimmed int64
+		out     []inheritedRange
+	)
+	for rows.Next() {
+		var (
+			first, last *int64
+			source      *string
+		)
+		if err := rows.Scan(&trimmed, &first, &last, &source); err != nil {
+			return 0, nil, interpretError(err)
+		}
+		if first != nil {
+			out = append(out, inheritedRange{first: *first, last: *last, source: *source})
+		}
+	}
+	return trimmed, out, interpretError(rows.Err())
 }

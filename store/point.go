@@ -60,9 +60,13 @@ const (
 	// carried).
 	PointToolCallsOpen = "tool-calls-open"
 	// PointCompactedHistoryGone: the compacted history as it stood at the
-	// point was rewritten by a compaction made before aapd kept what
-	// compactions replace (migration 00010).
+	// point was rewritten by a compaction whose replaced history is not
+	// kept: made before aapd kept what compactions replace (migration
+	// 00010), or dropped by a full-history trim (historytrim.go).
 	PointCompactedHistoryGone = "compacted-history-gone"
+	// PointHistoryTrimmed: the point is inside the full history's trimmed
+	// prefix (retention, historytrim.go).
+	PointHistoryTrimmed = "history-trimmed"
 )
 
 // PointConflictError is a point the session cannot be cut at as it is now
@@ -93,7 +97,9 @@ type sourceRow struct {
 }
 
 // pieces returns the pieces of the source's full history up to seq.
-func (src *sourceRow) pieces(seq int64) []piece { return historyPieces(src.ID, src.ranges, seq) }
+func (src *sourceRow) pieces(seq int64) []piece {
+	return historyPieces(src.ID, src.HistoryTrimmedThrough, src.ranges, seq)
+}
 
 // compactionBound is a compaction's id and the end of the range it
 // rewrote.
@@ -276,6 +282,11 @@ func resolveFork(ctx context.Context, tx pgx.Tx, src *sourceRow, p ForkPoint) (i
 // compactions it carries.
 func cutAt(ctx context.Context, tx pgx.Tx, src *sourceRow, seq int64) (cut, error) {
 	c := cut{seq: seq}
+	if seq < src.HistoryTrimmedThrough {
+		return cut{}, &PointConflictError{Reason: PointHistoryTrimmed, Msg: fmt.Sprintf(
+			"the full history's messages 1 to %d were dropped by the tenant's retention policy: cut the session at message %d or later",
+			src.HistoryTrimmedThrough, src.HistoryTrimmedThrough)}
+	}
 	if seq == src.lastSeq && src.running == "" {
 		// The session's end: its pending calls are known exactly.
 		c.pending = src.Pending
@@ -308,7 +319,7 @@ func cutAt(ctx context.Context, tx pgx.Tx, src *sourceRow, seq int64) (cut, erro
 		}
 		if !kept {
 			return cut{}, &PointConflictError{Reason: PointCompactedHistoryGone, Msg: fmt.Sprintf(
-				"the compacted history as it stood after message %d was rewritten by a compaction made before this server kept what compactions replace: cut the session at a later point", seq)}
+				"the compacted history as it stood after message %d was rewritten by a compaction whose replaced history is no longer kept (made before this server kept it, or dropped by retention): cut the session at a later point", seq)}
 		}
 	}
 	return c, nil

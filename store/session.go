@@ -51,6 +51,11 @@ type Session struct {
 	// nil for one that is not a fork. Only SessionGetOwned, SessionList
 	// and SessionFork fill it.
 	ForkedFrom *ForkOrigin
+	// HistoryTrimmedThrough is the full history's trimmed prefix: its
+	// messages 1 to this seq were dropped by the tenant's retention policy
+	// (fullHistoryDays, historytrim.go), and reads of it start after. 0:
+	// nothing was dropped.
+	HistoryTrimmedThrough int64
 	// ThreadID is the client's name for the session
 	// (SessionCreateParams.ThreadID); empty for none.
 	ThreadID string
@@ -318,7 +323,7 @@ func ownedIdempotencyKey(owner, key string) string {
 
 const sessionColumns = `tenant_id::text, id, agent_name, agent_tools, options, secret_options, client_tools,
 	pending_tool_calls, coalesce(active_turn_id, ''), coalesce(owner, ''), created_at, updated_at,
-	coalesce(thread_id, ''), ended_at, labels`
+	coalesce(thread_id, ''), ended_at, labels, history_trimmed_through`
 
 // sessionReadColumns are sessionColumns and the session's claim (its lease
 // and the instance holding it), for the reads that show a session: whether
@@ -380,7 +385,7 @@ func (s *Store) scanSessionWith(row interface{ Scan(...any) error }, extra ...an
 	)
 	dst := []any{&sess.TenantID, &sess.ID, &sess.AgentName, &agentTools, &options, &sealed, &clientTools,
 		&pnd, &sess.ActiveTurnID, &sess.Owner, &sess.CreatedAt, &sess.UpdatedAt,
-		&sess.ThreadID, &sess.EndedAt, &labels}
+		&sess.ThreadID, &sess.EndedAt, &labels, &sess.HistoryTrimmedThrough}
 	err := row.Scan(append(dst, extra...)...)
 	if err != nil {
 		return Session{}, interpretError(err)

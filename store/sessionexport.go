@@ -351,10 +351,14 @@ func (x *exporter) compactions(ctx context.Context) error {
 // compacted writes the compacted history as it stood at the point: runs of
 // copies of full-history messages, and the messages compaction wrote.
 func (x *exporter) compacted(ctx context.Context) error {
-	rows, err := x.tx.Query(ctx, `SELECT seq, source_seq, CASE WHEN source_seq IS NULL THEN message::text END, extra::text
+	// A copy of a message the full history's trimmed prefix dropped is
+	// written whole, as a message compaction wrote: nothing refers to a
+	// dropped position.
+	rows, err := x.tx.Query(ctx, `SELECT seq, CASE WHEN source_seq > $4 THEN source_seq END,
+			CASE WHEN source_seq IS NULL OR source_seq <= $4 THEN message::text END, extra::text
 		FROM compacted_messages
 		WHERE tenant_id = $1 AND session_id = $2 AND seq <= $3 AND (source_seq IS NULL OR source_seq <= $3)
-		ORDER BY seq`, x.tenantID, x.src.ID, x.seq)
+		ORDER BY seq`, x.tenantID, x.src.ID, x.seq, x.src.HistoryTrimmedThrough)
 	if err != nil {
 		return interpretError(err)
 	}

@@ -73,7 +73,7 @@ func (s *Store) SessionImport(ctx context.Context, p SessionImportParams, next f
 			return err
 		}
 		w := &importer{tx: tx, tenantID: p.TenantID, sessionID: sess.ID, next: next, keepIDs: p.KeepIDs,
-			appRole: s.appRole, choresRole: s.choresRole, citus: s.citus}
+			appRole: s.appRole, choresRole: s.choresRole, citus: s.citus, messages: p.Session.HistoryTrimmedThrough}
 		for {
 			part, err := w.pull()
 			if errors.Is(err, io.EOF) {
@@ -138,11 +138,11 @@ func (s *Store) importSession(ctx context.Context, tx pgx.Tx, p SessionImportPar
 	}
 	err := tx.QueryRow(ctx, `
 		INSERT INTO sessions (tenant_id, id, agent_name, agent_tools, options, secret_options, client_tools,
-			pending_tool_calls, owner, forked_from, forked_at, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), $10, $11, $12)
+			pending_tool_calls, owner, forked_from, forked_at, created_at, history_trimmed_through)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), $10, $11, $12, $13)
 		RETURNING created_at, updated_at`,
 		p.TenantID, sess.ID, in.AgentName, jsonOrNull(in.AgentTools), jsonObject(in.Options), sealed,
-		jsonOrNull(in.ClientTools), jsonList(in.Pending), p.Owner, forkedFrom, forkedAt, createdAt).
+		jsonOrNull(in.ClientTools), jsonList(in.Pending), p.Owner, forkedFrom, forkedAt, createdAt, in.HistoryTrimmedThrough).
 		Scan(&sess.CreatedAt, &sess.UpdatedAt)
 	if err != nil {
 		return Session{}, interpretError(err)

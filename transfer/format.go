@@ -35,9 +35,10 @@ import (
 // Formats and versions.
 const (
 	SessionFormat = "aapd-session"
-	// SessionVersion 2 added schedule lines. A document without them is
+	// SessionVersion 2 added schedule lines, 3 the header's trimmedThrough
+	// (a full history retention trimmed). A document needs neither is
 	// written as version 1, which every reader takes.
-	SessionVersion = 2
+	SessionVersion = 3
 	TenantFormat   = "aapd-tenant"
 	TenantVersion  = 2 // 2: the tenant's retention policy
 )
@@ -79,8 +80,14 @@ type Session struct {
 	// Tools are the client tools.
 	Tools   []aap.ToolSpec `json:"tools,omitempty"`
 	Pending []Pending      `json:"pending,omitempty"`
-	// Messages is how many full-history messages the document holds.
+	// Messages is the position of the document's last full-history
+	// message: how many it holds, but for a trimmed history.
 	Messages int64 `json:"messages"`
+	// TrimmedThrough, when above zero, says the tenant's retention dropped
+	// the full history's messages 1 to this position: the document's
+	// messages begin after it, and nothing refers to the dropped ones
+	// (version 3).
+	TrimmedThrough int64 `json:"trimmedThrough,omitempty"`
 	// LeftOutTurn is a turn that was running when the session was
 	// exported: it is not in the document, which holds the session as it
 	// stood before the turn began.

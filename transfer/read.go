@@ -251,12 +251,19 @@ func readHeader(lr *lineReader, line []byte, opts ReadOptions) (store.SessionImp
 	if s.Messages < 0 {
 		return p, nil, lr.errAt(RuleValue, "session.messages must be 0 or more")
 	}
+	switch {
+	case s.TrimmedThrough != 0 && hd.Version < 3:
+		return p, nil, lr.errAt(RuleFormat, "session.trimmedThrough needs version 3 of the format; the header says %d", hd.Version)
+	case s.TrimmedThrough < 0 || s.TrimmedThrough > s.Messages:
+		return p, nil, lr.errAt(RuleValue, "session.trimmedThrough must be from 0 to session.messages (%d)", s.Messages)
+	}
 	for name, v := range s.Agent.Secrets {
 		if v != SecretSet && v != SecretUnset {
 			return p, nil, lr.errAt(RuleValue, "session.agent.secrets.%s is %q, not %q or %q", name, v, SecretSet, SecretUnset)
 		}
 	}
 	out := store.ExportedSession{Messages: s.Messages}
+	out.HistoryTrimmedThrough = s.TrimmedThrough
 	out.AgentName, out.AgentTools, out.Options, out.ClientTools, out.CreatedAt =
 		s.Agent.Name, s.Agent.Tools, s.Agent.Options, s.Tools, s.CreatedAt
 	if s.ForkedFrom != nil {
@@ -430,14 +437,18 @@ func (v *validator) turnLine(line []byte) (store.ImportPart, error) {
 	return store.ImportPart{Turn: out}, nil
 }
 
+// last is the position of the last full-history message read so far: the
+// trimmed prefix and the messages after it.
+func (v *validator) last() int64 { return v.header.TrimmedThrough + v.counts.Messages }
+
 func (v *validator) messageLine(line []byte) (store.ImportPart, error) {
 	m, text, err := parseMessageLine(line)
 	if err != nil {
 		return store.ImportPart{}, v.lr.errAt(RuleJSON, "%v", err)
 	}
 	switch {
-	case m.Position != v.counts.Messages+1:
-		return store.ImportPart{}, v.lr.errAt(RuleOrder, "message at position %d where position %d comes next", m.Position, v.counts.Messages+1)
+	case m.Position != v.last()+1:
+		return store.ImportPart{}, v.lr.errAt(RuleOrder, "message at position %d where position %d comes next", m.Position, v.last()+1)
 	case m.Turn != nil && *m.Turn != v.turn:
 		return store.ImportPart{}, v.lr.errAt(RuleReference, "message %d names turn %q, which is not the turn line before it", m.Position, *m.Turn)
 	case !oneOf(m.Origin, string(store.OriginClient), string(store.OriginAgent), string(store.OriginServer)):
@@ -619,8 +630,8 @@ func (v *validator) compactionLine(line []byte) (store.ImportPart, error) {
 		return store.ImportPart{}, v.lr.errAt(RuleValue, "a compaction needs its strategy")
 	case c.From < 0 || c.To < c.From:
 		return store.ImportPart{}, v.lr.errAt(RuleValue, "compaction range %d to %d is not a range", c.From, c.To)
-	case c.To > v.counts.Messages:
-		return store.ImportPart{}, v.lr.errAt(RuleReference, "compaction range ends at position %d, after the %d messages", c.To, v.counts.Messages)
+	case c.To > v.last():
+		return store.ImportPart{}, v.lr.errAt(RuleReference, "compaction range ends at position %d, after the %d messages", c.To, v.last())
 	case c.MessagesBefore < 0 || c.MessagesAfter < 0 || c.TokensBefore < 0 || c.TokensAfter < 0:
 		return store.ImportPart{}, v.lr.errAt(RuleValue, "compaction counts cannot be negative")
 	case c.Time.IsZero():
@@ -656,8 +667,11 @@ func (v *validator) partLine(line []byte, typ string) (store.ImportPart, error) 
 		if c.From < 1 || c.To < c.From {
 			return store.ImportPart{}, v.lr.errAt(RuleValue, "copies from %d to %d is not a range of positions", c.From, c.To)
 		}
-		if c.To > v.counts.Messages {
-			return store.ImportPart{}, v.lr.errAt(RuleReference, "copies of positions up to %d, after the %d messages", c.To, v.counts.Messages)
+		if c.To > v.last() {
+			return store.ImportPart{}, v.lr.errAt(RuleReference, "copies of positions up to %d, after the %d messages", c.To, v.last())
+		}
+		if c.From <= v.header.TrimmedThrough {
+			return store.ImportPart{}, v.lr.errAt(RuleReference, "copies of position %d, which session.trimmedThrough (%d) says was dropped", c.From, v.header.TrimmedThrough)
 		}
 		if len(p.Extra) > 0 {
 			return store.ImportPart{}, v.lr.errAt(RuleValue, "copies carry their messages' extra: a %q line of copies has none of its own", typ)
@@ -673,8 +687,8 @@ func (v *validator) partLine(line []byte, typ string) (store.ImportPart, error) 
 		part.Message, part.Extra = p.Message, p.Extra
 	}
 	end := p.Position + max(part.Copies, 1) - 1
-	if typ == typeCompacted && end > v.counts.Messages {
-		return store.ImportPart{}, v.lr.errAt(RuleReference, "compacted position %d is after the %d messages", end, v.counts.Messages)
+	if typ == typeCompacted && end > v.last() {
+		return store.ImportPart{}, v.lr.errAt(RuleReference, "compacted position %d is after the %d messages", end, v.last())
 	}
 	v.partEnd = end
 	if typ == typeReplaced {
@@ -701,8 +715,8 @@ func (v *validator) trailer(line []byte) error {
 			setList(v.pending), setList(v.open))}
 	case t.Counts != v.counts:
 		return v.lr.errAt(RuleTrailer, "the trailer counts %+v, the document holds %+v", t.Counts, v.counts)
-	case v.header.Messages != v.counts.Messages:
-		return v.lr.errAt(RuleTrailer, "the header says %d messages, the document holds %d", v.header.Messages, v.counts.Messages)
+	case v.header.Messages != v.last():
+		return v.lr.errAt(RuleTrailer, "the header says %d messages, the document holds %d", v.header.Messages, v.last())
 	case !strings.EqualFold(t.SHA256, hex.EncodeToString(sum)):
 		return v.lr.errAt(RuleTrailer, "the SHA-256 of the lines before the trailer is %s, not %s: the document was changed", hex.EncodeToString(sum), t.SHA256)
 	}

@@ -244,3 +244,58 @@ func TestImportRefusesABrokenDocumentWithItsLineAndRule(t *testing.T) {
 		t.Errorf("the document itself: %v", err)
 	}
 }
+
+// A session whose full history retention trimmed exports with the trimmed
+// prefix named (trimmedThrough, version 3) and its messages after it, and
+// imports as the same: exported again, the same document, the same full
+// history and the same compacted history's messages.
+func TestExportImportOfATrimmedSession(t *testing.T) {
+	st := storetest.Open(t)
+	from, to := storetest.NewTenant(t, st), storetest.NewTenant(t, st)
+	ctx := context.Background()
+	c, _ := storetest.LongConversation(t, st, from.ID)
+	storetest.Exec(t, storetest.URL(t), `UPDATE messages SET created_at = now() - interval '40 days'
+		WHERE tenant_id = $1 AND session_id = $2`, from.ID, c.ID)
+	for {
+		tr, err := st.SessionTrimHistory(ctx, from.ID, c.ID, time.Now().Add(-30*24*time.Hour), 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !tr.More {
+			break
+		}
+	}
+	trimmed := c.ToSeqs[len(c.ToSeqs)-1]
+	first := export(t, st, from.ID, c.ID, transfer.WriteOptions{Sealed: true})
+	a := transfertest.Normalized(t, first)
+	if a[0]["version"] != float64(3) || a[0]["session"].(map[string]any)["trimmedThrough"] != float64(trimmed) {
+		t.Fatalf("header of a trimmed session: %v; want version 3, trimmedThrough %d", a[0], trimmed)
+	}
+	imported, err := transfer.ReadSession(ctx, bytes.NewReader(first), st, transfer.ReadOptions{TenantID: to.ID, Sealed: true})
+	if err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	if d := transfertest.Diff(a, transfertest.Normalized(t, export(t, st, to.ID, imported.ID, transfer.WriteOptions{Sealed: true}))); d != "" {
+		t.Errorf("the round trip changed the document:\n%s", d)
+	}
+	if x, y := storetest.FullTexts(t, st, from.ID, c.ID), storetest.FullTexts(t, st, to.ID, imported.ID); !reflect.DeepEqual(x, y) || len(x) == 0 {
+		t.Errorf("full history after the import %q, want %q", y, x)
+	}
+	texts := func(tenantID, id string) []string {
+		h, err := st.History(ctx, store.HistoryParams{TenantID: tenantID, SessionID: id, Type: aap.HistoryCompacted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, m := range h {
+			out = append(out, m.Message.Content.PlainText())
+		}
+		return out
+	}
+	if x, y := texts(from.ID, c.ID), texts(to.ID, imported.ID); !reflect.DeepEqual(x, y) {
+		t.Errorf("compacted history after the import %q, want %q", y, x)
+	}
+	if got, err := st.SessionGet(ctx, to.ID, imported.ID); err != nil || got.HistoryTrimmedThrough != trimmed {
+		t.Errorf("imported session trimmed through %d, %v; want %d", got.HistoryTrimmedThrough, err, trimmed)
+	}
+}

@@ -87,7 +87,10 @@ func (w *sessionWriter) Session(s store.ExportedSession) error {
 	w.schedules = s.Schedules
 	version := 1 // what every reader takes, unless the document needs more
 	if len(s.Schedules) > 0 {
-		version = SessionVersion
+		version = 2
+	}
+	if s.HistoryTrimmedThrough > 0 {
+		version = 3
 	}
 	h := Header{Type: typeHeader, Format: SessionFormat, Version: version, Session: Session{
 		ID: s.ID, Owner: s.Owner, CreatedAt: s.CreatedAt.UTC(), Tools: s.ClientTools, Messages: s.Messages, LeftOutTurn: s.LeftOut,
@@ -96,6 +99,7 @@ func (w *sessionWriter) Session(s store.ExportedSession) error {
 	if len(h.Session.Agent.Options) == 0 {
 		h.Session.Agent.Options = nil
 	}
+	h.Session.TrimmedThrough = s.HistoryTrimmedThrough
 	if s.ForkedFrom != nil {
 		h.Session.ForkedFrom = &ForkedFrom{SessionID: s.ForkedFrom.SessionID, At: ForkAt{Message: s.ForkedFrom.Messages}}
 	}

@@ -380,3 +380,48 @@ func TestBackgroundTurnFailsWithAttemptsExhausted(t *testing.T) {
 		t.Errorf("the session is still claimed by %s", active)
 	}
 }
+
+// GET …/turns/:turnId with Prefer: wait=N answers once the turn has ended,
+// or after N seconds with the record as it is then, saying so with
+// Preference-Applied: wait=N (N at most 60); a wait that is not a number
+// is ignored. aapclient.WaitTurn waits with it.
+func TestPreferWaitAnswersATurnsRecordAtItsEnd(t *testing.T) {
+	s := startServer(t)
+	c := s.newTenant(t)
+	sid := c.echoSession(nil)
+	turnPath := func(id string) string { return "/sessions/" + sid + "/turns/" + id }
+
+	// A turn of ten seconds: a wait of one answers with it running.
+	long := c.startBackground(sid, streamUser("delta", slowWords(100, 100)))
+	start := time.Now()
+	r := c.do("GET", turnPath(long.TurnID), nil, "Prefer", "wait=1").expect(t, http.StatusOK)
+	var rec aapclient.TurnInfo
+	r.json(t, &rec)
+	if rec.Status != aapclient.TurnRunning || r.Header.Get("Preference-Applied") != "wait=1" || time.Since(start) < time.Second {
+		t.Errorf("after a wait of 1 s: %s, Preference-Applied %q, answered in %s", rec.Status, r.Header.Get("Preference-Applied"), time.Since(start))
+	}
+	c.do("POST", turnPath(long.TurnID)+"/cancel", nil).expect(t, http.StatusOK)
+
+	// A turn of about a second, waited for among other preferences: its
+	// end, in one request.
+	short := c.startBackground(sid, streamUser("delta", slowWords(10, 100)))
+	r = c.do("GET", turnPath(short.TurnID), nil, "Prefer", "return=minimal, wait=30").expect(t, http.StatusOK)
+	r.json(t, &rec)
+	if rec.Status != aapclient.TurnCompleted || rec.StopReason != aap.StopEndTurn || r.Header.Get("Preference-Applied") != "wait=30" {
+		t.Errorf("waited for: %+v, Preference-Applied %q", rec, r.Header.Get("Preference-Applied"))
+	}
+	// An ended turn answers at once; the wait is bounded; a wait that is
+	// not a number is no preference.
+	if r := c.do("GET", turnPath(short.TurnID), nil, "Prefer", "wait=3600").expect(t, http.StatusOK); r.Header.Get("Preference-Applied") != "wait=60" {
+		t.Errorf("wait=3600: Preference-Applied %q, want wait=60", r.Header.Get("Preference-Applied"))
+	}
+	if r := c.do("GET", turnPath(short.TurnID), nil, "Prefer", "wait=soon").expect(t, http.StatusOK); r.Header.Get("Preference-Applied") != "" {
+		t.Errorf("wait=soon: Preference-Applied %q, want none", r.Header.Get("Preference-Applied"))
+	}
+
+	// aapclient.WaitTurn, on a turn that outlasts nothing: its record.
+	bt := c.startBackground(sid, streamUser("delta", slowWords(5, 100)))
+	if info := c.waitEnd(sid, bt.TurnID); info.Status != aapclient.TurnCompleted || info.StopReason != aap.StopEndTurn {
+		t.Errorf("WaitTurn = %+v", info)
+	}
+}

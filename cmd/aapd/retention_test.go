@@ -161,7 +161,7 @@ func TestRetentionSweepOnceFromTheCLI(t *testing.T) {
 	aapd(t, "retention", "sweep", "--database-url", dbURL).failed(t, 2, "--once")
 	aapd(t, "retention", "set", "--database-url", dbURL, "--tenant", own.Name, "--idle-session-days", "-1").failed(t, 2, "idle-session-days")
 	out := aapd(t, "retention", "sweep", "--once", "--database-url", dbURL).ok(t).stdout
-	if out != "sessions deleted\t1\nmessages deleted\t1\n" {
+	if out != "sessions deleted\t1\nmessages deleted\t1\nsessions trimmed\t0\nmessages trimmed\t0\n" {
 		t.Errorf("retention sweep --once: %q", out)
 	}
 	if _, err := st.SessionGet(ctx, tn.ID, gone); err == nil {

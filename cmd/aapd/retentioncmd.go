@@ -140,6 +140,7 @@ func retentionSweep(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "sessions deleted\t%d\nmessages deleted\t%d\n", res.Sessions, res.Messages)
+	fmt.Fprintf(stdout, "sessions deleted\t%d\nmessages deleted\t%d\nsessions trimmed\t%d\nmessages trimmed\t%d\n",
+		res.Sessions, res.Messages, res.Trimmed, res.TrimmedMessages)
 	return nil
 }

@@ -207,31 +207,12 @@ func (d *Door) cancelResponse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ref := t.Ref()
-	if !t.Status.Ended() {
-		if t, err = d.cfg.Store.TurnRequestCancel(r.Context(), ref); err != nil {
-			return err
-		}
-		d.cfg.Runner.Cancel(t.ID)
+	t, err = d.cfg.Runner.CancelTurn(r.Context(), t, cancelWait)
+	if r.Context().Err() != nil {
+		return nil // the client has gone
 	}
-	deadline := time.Now().Add(cancelWait)
-	for !t.Status.Ended() && time.Now().Before(deadline) {
-		// A turn no process runs is ended here and now.
-		end := d.cfg.Store.TurnInterruptIfDead
-		if t.Background {
-			end = d.cfg.Store.TurnCancelUnowned
-		}
-		if _, err := end(r.Context(), ref); err != nil {
-			return err
-		}
-		select {
-		case <-r.Context().Done():
-			return nil
-		case <-time.After(50 * time.Millisecond):
-		}
-		if t, err = d.cfg.Store.TurnGet(r.Context(), ref.TenantID, ref.SessionID, ref.TurnID); err != nil {
-			return err
-		}
+	if err != nil {
+		return err
 	}
 	resp, err := d.stored(r.Context(), sess, t)
 	if err != nil {

@@ -1,11 +1,15 @@
 package v3
 
 import (
+	"context"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aapd/aapd/agents"
 	"github.com/aapd/aapd/httpapi"
+	"github.com/aapd/aapd/store"
 )
 
 // Background turns (docs/background.md): POST /sessions/:id/turns with
@@ -34,6 +38,61 @@ func respondAsync(r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// preferWait is the preference with which GET …/turns/:turnId waits for
+// the turn's end (RFC 7240 section 4.3: wait=<seconds>).
+const preferWait = "wait"
+
+// MaxTurnWait bounds the wait a client may ask of GET …/turns/:turnId.
+const MaxTurnWait = 60 * time.Second
+
+// waitPreference returns how long the request prefers to wait for an
+// answer (Prefer: wait=N, N whole seconds), bounded by MaxTurnWait; zero
+// when it has no such preference, or one that is not a number (RFC 7240:
+// a preference not understood is ignored).
+func waitPreference(r *http.Request) time.Duration {
+	for _, header := range r.Header.Values("Prefer") {
+		for _, pref := range strings.Split(header, ",") {
+			token, _, _ := strings.Cut(pref, ";")
+			name, value, ok := strings.Cut(token, "=")
+			if !ok || !strings.EqualFold(strings.TrimSpace(name), preferWait) {
+				continue
+			}
+			n, err := strconv.ParseUint(strings.Trim(strings.TrimSpace(value), `"`), 10, 32)
+			if err != nil {
+				return 0
+			}
+			return min(time.Duration(n)*time.Second, MaxTurnWait)
+		}
+	}
+	return 0
+}
+
+// waitTurnEnd waits up to wait for turn t to end, following its events
+// (the live stream of a turn running here, costing no read; else its
+// recorded log, polled), and returns its record as it is then: ended, or
+// still running or queued when the wait ran out. So a client waiting for
+// a background turn asks once (aapclient.WaitTurn), where following the
+// events and then reading the record took two requests.
+func (d *Door) waitTurnEnd(ctx context.Context, t store.Turn, wait time.Duration) (store.Turn, error) {
+	waitCtx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	src := d.cfg.Runner.Follow(t.Ref())
+	for after := 0; ; {
+		events, done, err := src.Read(waitCtx, after)
+		if err != nil {
+			if waitCtx.Err() == nil || ctx.Err() != nil {
+				return store.Turn{}, err
+			}
+			break // the wait ran out (whatever the read made of it): the record as it is
+		}
+		after += len(events)
+		if done {
+			break
+		}
+	}
+	return d.cfg.Store.TurnGet(ctx, t.TenantID, t.SessionID, t.ID)
 }
 
 // startBackground starts p as a background turn and answers 202 with its

@@ -103,6 +103,7 @@ func pointError(err error) error {
 			store.PointTurnRunning:          "A turn is already running",
 			store.PointToolCallsOpen:        "Tool calls are open at that point",
 			store.PointCompactedHistoryGone: "The compacted history at that point is gone",
+			store.PointHistoryTrimmed:       "The full history at that point was trimmed",
 		}
 		p := httpapi.NewProblem(http.StatusConflict, conflict.Reason, titles[conflict.Reason], "%s", conflict.Msg)
 		p.TurnID = conflict.TurnID

@@ -13,7 +13,8 @@ import (
 
 // getHistory is GET /sessions/:id/history?type=full|compacted. The history
 // is written as it is read from the database, so a session of any length is
-// served in constant memory.
+// served in constant memory. A full history the tenant's retention trimmed
+// says so: trimmedThrough is the last seq dropped from its start.
 func (d *Door) getHistory(w http.ResponseWriter, r *http.Request) error {
 	typ := aap.HistoryType(r.URL.Query().Get("type"))
 	if typ != aap.HistoryFull && typ != aap.HistoryCompacted {
@@ -64,6 +65,12 @@ func (d *Door) getHistory(w http.ResponseWriter, r *http.Request) error {
 	if n == 0 {
 		start()
 	}
-	bw.WriteString("]}}\n")
+	bw.WriteString("]}")
+	if typ == aap.HistoryFull && sess.HistoryTrimmedThrough > 0 {
+		// The tenant's retention dropped the start of the full history
+		// (docs/lifecycle.md, "Retention"): the messages up to this seq.
+		fmt.Fprintf(bw, `,"trimmedThrough":%d`, sess.HistoryTrimmedThrough)
+	}
+	bw.WriteString("}\n")
 	return bw.Flush()
 }

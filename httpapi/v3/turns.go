@@ -171,11 +171,21 @@ func (d *Door) turnRef(r *http.Request) (store.Turn, error) {
 	return t, err
 }
 
-// getTurn is GET /sessions/:id/turns/:turnId (extension).
+// getTurn is GET /sessions/:id/turns/:turnId (extension). With Prefer:
+// wait=N it answers once the turn has ended, or after N seconds (at most
+// MaxTurnWait) with the record as it is then (docs/background.md).
 func (d *Door) getTurn(w http.ResponseWriter, r *http.Request) error {
 	t, err := d.turnRef(r)
 	if err != nil {
 		return err
+	}
+	if wait := waitPreference(r); wait > 0 {
+		if !t.Status.Ended() {
+			if t, err = d.waitTurnEnd(r.Context(), t, wait); err != nil {
+				return err
+			}
+		}
+		w.Header().Set(PreferenceAppliedHeader, preferWait+"="+strconv.Itoa(int(wait/time.Second)))
 	}
 	return httpapi.WriteJSON(w, http.StatusOK, turnInfo(t))
 }
@@ -228,35 +238,14 @@ func (d *Door) cancelTurn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ref := t.Ref()
-	if !t.Status.Ended() {
-		if t, err = d.cfg.Store.TurnRequestCancel(r.Context(), ref); err != nil {
-			return err
-		}
-		d.cfg.Runner.Cancel(t.ID)
-	}
-	deadline := time.Now().Add(cancelWait)
-	for !t.Status.Ended() {
-		// A turn whose process is gone is stopped here and now; so is a
-		// background turn no worker runs (queued, or its process gone).
-		end := d.cfg.Store.TurnInterruptIfDead
-		if t.Background {
-			end = d.cfg.Store.TurnCancelUnowned
-		}
-		if _, err := end(r.Context(), ref); err != nil {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return httpapi.WriteJSON(w, http.StatusAccepted, turnInfo(t))
-		}
-		select {
-		case <-r.Context().Done():
-			return nil
-		case <-time.After(50 * time.Millisecond):
-		}
-		if t, err = d.cfg.Store.TurnGet(r.Context(), ref.TenantID, ref.SessionID, ref.TurnID); err != nil {
-			return err
-		}
+	t, err = d.cfg.Runner.CancelTurn(r.Context(), t, cancelWait)
+	switch {
+	case r.Context().Err() != nil:
+		return nil // the client has gone
+	case err != nil:
+		return err
+	case !t.Status.Ended():
+		return httpapi.WriteJSON(w, http.StatusAccepted, turnInfo(t))
 	}
 	return httpapi.WriteJSON(w, http.StatusOK, turnInfo(t))
 }
