@@ -38,6 +38,13 @@ func userItem(text string) responses.ResponseInputItemUnionParam {
 	return responses.ResponseInputItemParamOfMessage(text, responses.EasyInputMessageRoleUser)
 }
 
+// weatherTool is a function tool, get_weather of a city.
+func weatherTool() responses.ToolUnionParam {
+	return responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "get_weather",
+		Description: openaisdk.String("The weather of a city"),
+		Parameters:  map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}}}
+}
+
 // apiErr returns the SDK's error, failing the test if err is another.
 func apiErr(t *testing.T, err error) *openaisdk.Error {
 	t.Helper()
@@ -241,9 +248,7 @@ func TestOpenAIRetrievedResponseReturnsWhatWasSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	weather := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "get_weather",
-		Description: openaisdk.String("The weather of a city"),
-		Parameters:  map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}}}
+	weather := weatherTool()
 	params := responses.ResponseNewParams{Model: "echo", Input: responses.ResponseNewParamsInputUnion{OfString: openaisdk.String("hi")},
 		Metadata: shared.Metadata{"app": "x", "k": "v"}, Tools: []responses.ToolUnionParam{weather},
 		ToolChoice:        responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: openaisdk.Opt(responses.ToolChoiceOptionsNone)},
@@ -313,9 +318,7 @@ func TestOpenAIFunctionTools(t *testing.T) {
 	c := s.newTenant(t)
 	api := c.openai()
 	ctx := context.Background()
-	weather := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "get_weather",
-		Description: openaisdk.String("The weather of a city"),
-		Parameters:  map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}}}
+	weather := weatherTool()
 
 	first, err := api.Responses.New(ctx, responses.ResponseNewParams{Model: "echo", Tools: []responses.ToolUnionParam{weather},
 		Input: responses.ResponseNewParamsInputUnion{OfString: openaisdk.String(`/tool get_weather {"city":"Paris"}`)}})
