@@ -308,7 +308,9 @@ func slow(gap time.Duration, events ...event) responder {
 // Timeout bounds gaps, not the whole response: a stream that keeps
 // sending, if only pings, runs as long as it needs.
 func TestSlowStreamIsNotIdle(t *testing.T) {
-	gap, timeout := 80*time.Millisecond, 150*time.Millisecond
+	// Each gap leaves a loaded machine 250 ms of slack; the four of them
+	// outlast the timeout by half of it.
+	gap, timeout := 150*time.Millisecond, 400*time.Millisecond
 	f := newFake(t, slow(gap, textStream("slow")...))
 	m := f.model(Config{Timeout: timeout, MaxRetries: -1})
 	start := time.Now()
