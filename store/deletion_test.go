@@ -13,7 +13,8 @@ import (
 
 // populatedSession makes a session of the tenant with a row in every table
 // a session has rows in: seeded histories with a client's message ids, a
-// finished turn, a compaction, and a running turn with recorded events.
+// finished turn, a compaction, a running turn with recorded events, and a
+// schedule.
 func populatedSession(t *testing.T, st *store.Store, tenantID string) string {
 	t.Helper()
 	ctx := context.Background()
@@ -60,6 +61,13 @@ func populatedSession(t *testing.T, st *store.Store, tenantID string) string {
 	if ok, err := st.TurnEventsAppend(ctx, second.Turn.Ref(), 1, 1, []aap.Event{aap.TurnStart()}); !ok || err != nil {
 		t.Fatalf("record events: %v, %v", ok, err)
 	}
+	next := time.Now().Add(time.Hour)
+	if _, err := st.ScheduleCreate(ctx, store.ScheduleCreateParams{Schedule: store.Schedule{
+		TenantID: tenantID, SessionID: sess.ID, ID: store.NewScheduleID(), Every: time.Hour,
+		Request: aap.TurnRequest{Messages: []aap.Message{aap.UserMessage("hourly")}}, NextRunAt: &next,
+	}}); err != nil {
+		t.Fatal(err)
+	}
 	return sess.ID
 }
 
@@ -101,7 +109,7 @@ func TestDeletingLeavesNoRowBehind(t *testing.T) {
 		return rowsOf(t, "session_id", `tenant_id = $1 AND session_id = $2`, tn.ID, id)
 	}
 	before := ofSession(gone)
-	for _, table := range []string{"messages", "compacted_messages", "turns", "turn_event_batches", "compactions", "message_client_ids"} {
+	for _, table := range []string{"messages", "compacted_messages", "turns", "turn_event_batches", "compactions", "message_client_ids", "schedules"} {
 		if before[table] == 0 {
 			t.Fatalf("the session has no row in %s to delete: %v", table, before)
 		}

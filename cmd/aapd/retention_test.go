@@ -171,3 +171,45 @@ func TestRetentionSweepOnceFromTheCLI(t *testing.T) {
 		t.Errorf("a session within its tenant's own policy: %v", err)
 	}
 }
+
+// A full history retention trimmed says where: GET history?type=full
+// starts after the trimmed prefix and names it (trimmedThrough), the
+// compacted history has no such member, and a fork inside the prefix is
+// 409 history-trimmed.
+func TestFullHistoryReadSaysWhereItWasTrimmed(t *testing.T) {
+	t.Parallel()
+	s := startParallelServer(t)
+	ctx := context.Background()
+	tn := storetest.NewTenant(t, s.Store)
+	c := &client{t: t, base: s.base, key: tn.Key}
+	conv := storetest.NewConversation(t, s.Store, tn.ID, store.SessionCreateParams{})
+	for i := range 4 {
+		conv.Say(fmt.Sprintf("q%d", i), fmt.Sprintf("a%d", i))
+	}
+	conv.Compact(6)
+	storetest.Exec(t, storetest.URL(t), `UPDATE messages SET created_at = now() - interval '40 days' WHERE tenant_id = $1 AND session_id = $2`, tn.ID, conv.ID)
+	if tr, err := s.Store.SessionTrimHistory(ctx, tn.ID, conv.ID, time.Now().Add(-30*retentionDay), 100); err != nil || tr.Through != 6 {
+		t.Fatalf("trim: %+v, %v; want through 6", tr, err)
+	}
+	var full struct {
+		History        map[string][]aap.Message `json:"history"`
+		TrimmedThrough *int64                   `json:"trimmedThrough"`
+	}
+	r := c.do("GET", "/sessions/"+conv.ID+"/history?type=full", nil)
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("full history: %d %s", r.StatusCode, r.body)
+	}
+	r.json(t, &full)
+	if full.TrimmedThrough == nil || *full.TrimmedThrough != 6 || len(full.History["full"]) != 2 ||
+		full.History["full"][0].Content.PlainText() != "q3" {
+		t.Errorf("trimmed full history: %s; want trimmedThrough 6 and the 2 messages after it", r.body)
+	}
+	r = c.do("GET", "/sessions/"+conv.ID+"/history?type=compacted", nil)
+	if r.StatusCode != http.StatusOK || strings.Contains(string(r.body), "trimmedThrough") {
+		t.Errorf("compacted history: %d %s; want no trimmedThrough", r.StatusCode, r.body)
+	}
+	r = c.do("POST", "/sessions/"+conv.ID+"/fork", `{"at":{"message":3}}`)
+	if r.StatusCode != http.StatusConflict || r.problem(t)["type"] != aapclient.ProblemHistoryTrimmed {
+		t.Errorf("fork inside the trimmed prefix: %d %s; want 409 history-trimmed", r.StatusCode, r.body)
+	}
+}

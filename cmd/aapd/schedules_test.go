@@ -227,12 +227,16 @@ func TestScheduleTickWhileItsTurnRunsIsSkippedAndCounted(t *testing.T) {
 	sc := c.createSchedule(sid, map[string]any{"every": "1s", "messages": []any{userMessage(slowWords(4, 1000))}})
 	waitFor(t, "a tick skipped while its turn ran", 20*time.Second, func() bool { return c.getSchedule(sid, sc.ScheduleID).SkippedRunning >= 2 })
 	c.do(http.MethodDelete, "/sessions/"+sid+"/schedules/"+sc.ScheduleID, nil).expect(t, http.StatusNoContent)
-	if got := metricValue(t, srv, "aapd_schedule_ticks_skipped_total", "reason", "running"); got < 2 {
-		t.Errorf("aapd_schedule_ticks_skipped_total{reason=running} = %v, want at least 2", got)
+	if got := c.sessionTurns(sid); len(got) < 1 {
+		t.Errorf("%d turns of the schedule, want at least 1", len(got))
 	}
-	if got := metricValue(t, srv, "aapd_schedule_ticks_total", "", ""); got < 1 {
-		t.Errorf("aapd_schedule_ticks_total = %v, want at least 1", got)
-	}
+	// The in-process servers of this package share a database, and any of
+	// their schedulers may fire this schedule's ticks, so this server's
+	// metrics count only those its own scheduler fired: their values are
+	// checked in a process of its own (TestScheduleTicksMissedWhileNoReplicaRan);
+	// here, only that they are exported.
+	metricValue(t, srv, "aapd_schedule_ticks_skipped_total", "reason", "running")
+	metricValue(t, srv, "aapd_schedule_ticks_total", "", "")
 }
 
 // metricValue reads a counter of the server's registry (labelled name=value,
