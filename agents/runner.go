@@ -395,13 +395,17 @@ func (r *Runner) beginParams(ref store.TurnRef, p *StartParams) (params *store.T
 }
 
 // begin1 writes a claim (store.TurnBegin). A claim whose commit went
-// unanswered is looked for until the database answers: if it landed, it
-// is the turn's, like any other.
+// unanswered is looked for while the database answers within CommitRetry:
+// if it landed, it is the turn's, like any other. A database that stays
+// away that long makes it a 503 (ErrUnavailable), never a request that
+// hangs until the database is back; a claim that did land is then left
+// to its lease, as a dead process's is, and the client's retry with its
+// Idempotency-Key finds its turn.
 func (r *Runner) begin1(life context.Context, ref store.TurnRef, p *StartParams, params *store.TurnBeginParams) (*store.TurnBegun, error) {
 	begun, err := r.store.TurnBegin(life, params)
 	if errors.Is(err, store.ErrOutcomeUnknown) {
 		var landed bool
-		err = r.retry(life, 0, func() error {
+		err = r.retry(life, r.cfg.CommitRetry, func() error {
 			var err error
 			landed, err = r.store.TurnClaimed(life, ref)
 			return err
