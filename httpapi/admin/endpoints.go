@@ -6,6 +6,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/transfer"
 )
 
@@ -281,31 +282,15 @@ func (h *Handler) eraseOwner(w http.ResponseWriter, r *http.Request) error {
 // document, without its trailer, is refused by every reader.
 func (h *Handler) exportOwner(w http.ResponseWriter, r *http.Request) error {
 	tenant, owner := mux.Vars(r)["name"], mux.Vars(r)["sub"]
-	out := &lazyWriter{w: w, start: func() {
+	out := &httpapi.LazyWriter{W: w, Start: func() {
 		w.Header().Set("Content-Type", transfer.ContentType)
 		w.Header().Set("Content-Disposition", `attachment; filename="owner.jsonl"`)
 		w.WriteHeader(http.StatusOK)
 	}}
 	_, err := h.svc.ExportOwner(r.Context(), tenant, owner, out, nil)
-	if err == nil || !out.started {
+	if err == nil || !out.Started {
 		return err
 	}
 	h.log.ErrorContext(r.Context(), "export of an end user cut short", "tenant", tenant, "err", err)
 	panic(http.ErrAbortHandler)
-}
-
-// lazyWriter sends the response's header on the first write, so that an
-// error before any byte is still a problem.
-type lazyWriter struct {
-	w       http.ResponseWriter
-	start   func()
-	started bool
-}
-
-func (l *lazyWriter) Write(p []byte) (int, error) {
-	if !l.started {
-		l.started = true
-		l.start()
-	}
-	return l.w.Write(p)
 }

@@ -22,7 +22,7 @@ func (d *Door) exportSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := &lazyWriter{w: w, start: func() {
+	out := &httpapi.LazyWriter{W: w, Start: func() {
 		h := w.Header()
 		h.Set("Content-Type", transfer.ContentType)
 		h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s.jsonl"`, id))
@@ -32,7 +32,7 @@ func (d *Door) exportSession(w http.ResponseWriter, r *http.Request) error {
 	_, err = transfer.WriteSession(r.Context(), out, d.cfg.Store,
 		store.SessionExportParams{TenantID: httpapi.TenantOf(r), Owner: httpapi.OwnerOf(r), SessionID: id},
 		transfer.WriteOptions{DeclaredSecrets: d.declaredSecrets})
-	if err == nil || !out.started {
+	if err == nil || !out.Started {
 		return pointError(err)
 	}
 	// Mid-document: the trailer is missing, which every reader refuses;
@@ -70,22 +70,6 @@ func (d *Door) declaredSecrets(agent string) []string {
 		}
 	}
 	return out
-}
-
-// lazyWriter starts a response (its head) with its first byte, so that a
-// failure before any byte is still a proper error response.
-type lazyWriter struct {
-	w       http.ResponseWriter
-	start   func()
-	started bool
-}
-
-func (l *lazyWriter) Write(p []byte) (int, error) {
-	if !l.started {
-		l.started = true
-		l.start()
-	}
-	return l.w.Write(p)
 }
 
 // importSession is POST /sessions/import (extension, docs/lifecycle.md): a
