@@ -31,6 +31,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
 	"os"
@@ -56,6 +57,7 @@ func main() {
 		message     = flag.String("message", "/words 50", "user message of every turn")
 		burst       = flag.Bool("burst", false, "create every session first, then start one turn on each at once")
 		background  = flag.Bool("background", false, "send background turns (Prefer: respond-async) and wait for each one's end")
+		think       = flag.Duration("think", 0, "pause a random time below this before each turn of a session, as a user reading the last answer does, so that clients do not send in lockstep")
 		// The lifecycle modes (lifecycle.go).
 		importN   = flag.Int("import", 0, "import a generated session of this many messages, and report the rate")
 		msgBytes  = flag.Int("message-bytes", 1200, "-import: about how many bytes each message holds")
@@ -102,7 +104,7 @@ func main() {
 		}
 		return
 	}
-	l := &load{client: client, agent: *agent, stream: aap.StreamMode(*stream), message: *message, background: *background}
+	l := &load{client: client, agent: *agent, stream: aap.StreamMode(*stream), message: *message, background: *background, think: *think}
 	if *burst {
 		res, elapsed := l.burst(ctx, *sessions, *concurrency)
 		res.print(os.Stdout, elapsed, *sessions, 1, *sessions, l.mode())
@@ -131,6 +133,10 @@ type load struct {
 	agent, message string
 	stream         aap.StreamMode
 	background     bool
+	// think is the bound of the random pause before each turn: clients whose
+	// turns all take the model's same second otherwise send their next
+	// turns together, as no real users do.
+	think time.Duration
 }
 
 // mode names the turns' mode in the report.
@@ -174,6 +180,9 @@ func (l *load) run(ctx context.Context, res *result, sessions, turns, concurrenc
 					continue
 				}
 				for range turns {
+					if !l.pause(ctx) {
+						return
+					}
 					first, total, err := l.turn(ctx, sid)
 					res.add(first, total, err)
 				}
@@ -188,6 +197,21 @@ func (l *load) run(ctx context.Context, res *result, sessions, turns, concurrenc
 	}
 	close(work)
 	wg.Wait()
+}
+
+// pause waits a random time below l.think; false when ctx ended first.
+func (l *load) pause(ctx context.Context) bool {
+	if l.think <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(rand.N(l.think))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // burst creates the sessions (concurrency at a time), then sends a turn on
