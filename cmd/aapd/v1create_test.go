@@ -76,8 +76,16 @@ func TestV1CreateKilledBetweenSeedAndClaimLeavesNoSession(t *testing.T) {
 	// The creation's batch waits on the lock (where in the batch depends on
 	// when its statements take their locks): killed there, before its one
 	// commit, it must leave nothing.
+	// Watched from a connection of its own: pg_stat_activity is read once
+	// per transaction, so polled inside the lock's transaction it would show
+	// forever what it showed first.
+	probe, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close(ctx)
 	waitFor(t, "the creation to wait for the lock on turns", 10*time.Second, func() bool {
-		err := lock.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
+		err := probe.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`).Scan(&pid)
 		return err == nil
 	})
