@@ -80,8 +80,12 @@ func (s *Store) SessionTrimHistory(ctx context.Context, tenantID, id string, bef
 	var out HistoryTrimmed
 	err := s.inTx(ctx, tenantID, func(tx pgx.Tx) error {
 		var through, compacted int64
+		// The subquery names the tenant ($1), not s.tenant_id: Citus
+		// routes a FOR UPDATE to one shard only when every table of it is
+		// filtered by the distribution column's value ("could not run
+		// distributed query with FOR UPDATE/SHARE commands" otherwise).
 		err := tx.QueryRow(ctx, `SELECT history_trimmed_through,
-				(SELECT coalesce(max(to_seq), 0) FROM compactions c WHERE c.tenant_id = s.tenant_id AND c.session_id = s.id)
+				(SELECT coalesce(max(to_seq), 0) FROM compactions c WHERE c.tenant_id = $1 AND c.session_id = s.id)
 			FROM sessions s WHERE tenant_id = $1 AND id = $2 AND active_turn_id IS NULL FOR UPDATE`,
 			tenantID, id).Scan(&through, &compacted)
 		if errors.Is(err, pgx.ErrNoRows) {
