@@ -65,7 +65,9 @@ const TurnWait = 30 * time.Second
 // asks for the record with Prefer: wait (docs/background.md), which aapd
 // answers once the turn has ended, or after TurnWait with the turn still
 // running, when it asks again: one request for a turn that ends within
-// TurnWait, wherever it runs. A server that does not honour the
+// TurnWait, wherever it runs. A context with a nearer deadline asks for a
+// wait that ends a second before it (at least a second), so the server's
+// answer, not the context's end, comes first. A server that does not honour the
 // preference has its events followed to turn_stop instead (resuming the
 // stream when a connection drops), then the record read.
 func (c *Client) WaitTurn(ctx context.Context, sessionID, turnID string) (TurnInfo, error) {

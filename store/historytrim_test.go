@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,4 +164,71 @@ func TestTrimDropsOldCompactedMessagesAndKeepsForksWhole(t *testing.T) {
 	if got := storetest.FullTexts(t, st, tn.ID, late.ID); !reflect.DeepEqual(got, full[12:20]) {
 		t.Errorf("fork of a trimmed session after its source's deletion: %q, want %q", got, full[12:20])
 	}
+}
+
+// The reads of a session's full history by turn or by origin (a turn's
+// messages, its client's messages, its inputs, the seed) start after its
+// trimmed prefix, also where the session still holds rows of the prefix
+// that a fork reads: those are the fork's to read, not the session's.
+func TestTurnReadsOfATrimmedSessionStartAfterThePrefix(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	tn := storetest.NewTenant(t, st)
+	ctx := context.Background()
+	c := storetest.NewConversation(t, st, tn.ID, store.SessionCreateParams{},
+		aap.UserMessage("seed-q"), aap.AssistantMessage(aap.TextBlock("seed-a")))
+	for i := 1; i <= 3; i++ { // seqs 3-4, 5-6, 7-8
+		c.Turn([]aap.Message{aap.UserMessage(fmt.Sprintf("q%d", i))}, []aap.Message{aap.AssistantMessage(aap.TextBlock(fmt.Sprintf("a%d", i)))}, nil)
+	}
+	if _, err := forkAt(c, atMessage(4)); err != nil {
+		t.Fatal(err)
+	}
+	c.Compact(6)
+	storetest.Exec(t, storetest.URL(t), `UPDATE messages SET created_at = now() - interval '40 days'
+		WHERE tenant_id = $1 AND session_id = $2`, tn.ID, c.ID)
+	if _, through := trimAll(t, st, tn.ID, c.ID, time.Now().Add(-30*day), 100); through != 6 {
+		t.Fatalf("trimmed through %d, want 6", through)
+	}
+	if n := ownRows(t, tn.ID, c.ID, 6); n != 4 {
+		t.Fatalf("%d rows of the prefix left, want 4 (those the fork reads)", n)
+	}
+
+	seed, err := st.SessionSeed(ctx, tn.ID, c.ID)
+	if err != nil || len(seed) != 0 {
+		t.Errorf("seed %+v, %v; want none: it was trimmed", seed, err)
+	}
+	for i, want := range []string{"", "", "a3"} {
+		got, err := st.TurnMessages(ctx, tn.ID, c.ID, c.Turns[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if texts := storedTexts(got); fmt.Sprint(texts) != fmt.Sprint(strings.Fields(want)) {
+			t.Errorf("turn %d's messages %q, want %q", i+1, texts, want)
+		}
+		client, err := st.TurnClientMessages(ctx, tn.ID, c.ID, c.Turns[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if texts, want := storedTexts(client), strings.Fields(strings.Replace(want, "a", "q", 1)); fmt.Sprint(texts) != fmt.Sprint(want) {
+			t.Errorf("turn %d's client messages %q, want %q", i+1, texts, want)
+		}
+	}
+	inputs, err := st.TurnInputs(ctx, tn.ID, c.ID, c.Turns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{0, 0, 1} {
+		if in, ok := inputs[c.Turns[i]]; !ok || len(in.Messages) != want {
+			t.Errorf("turn %d's inputs %+v (found %v); want %d messages", i+1, in.Messages, ok, want)
+		}
+	}
+}
+
+// storedTexts are the plain texts of stored messages.
+func storedTexts(msgs []store.StoredMessage) []string {
+	out := []string{}
+	for _, m := range msgs {
+		out = append(out, m.Message.Content.PlainText())
+	}
+	return out
 }

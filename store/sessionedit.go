@@ -135,9 +135,11 @@ func (s *Store) SessionAppend(ctx context.Context, tenantID, owner, id string, m
 
 // TurnClientMessages returns what the client sent in a turn (its user
 // message, its tool results), with their seqs: a response's input items.
+// Those the tenant's retention trimmed are left out (TurnMessages).
 func (s *Store) TurnClientMessages(ctx context.Context, tenantID, sessionID, turnID string) ([]StoredMessage, error) {
 	rows, err := s.tenant(tenantID).Query(ctx, `SELECT seq, seq, message::text, extra::text FROM messages
 		WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3 AND origin = 'client'
+		  AND seq > `+trimmedThroughSQL+`
 		ORDER BY seq`, tenantID, sessionID, turnID)
 	if err != nil {
 		return nil, fmt.Errorf("load the input of turn %s: %w", turnID, interpretError(err))

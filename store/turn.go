@@ -999,10 +999,15 @@ func (s *Store) TurnGetOwned(ctx context.Context, tenantID, owner, sessionID, tu
 // TurnMessages returns the messages the agent and the server wrote in a
 // turn (model output, server tool results, denials, closed tool calls), in
 // order: the body of a stream "none" response replayed for an idempotent
-// retry.
+// retry. Those of them the tenant's retention trimmed are left out, as
+// every read of the full history leaves them out (historytrim.go): the
+// session's rows of the trimmed prefix a fork still reads are the fork's,
+// not the session's, and a turn the trim cut in two answers with its
+// tail.
 func (s *Store) TurnMessages(ctx context.Context, tenantID, sessionID, turnID string) ([]StoredMessage, error) {
 	rows, err := s.tenant(tenantID).Query(ctx, `SELECT seq, seq, message::text, extra::text FROM messages
 		WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3 AND origin <> 'client'
+		  AND seq > `+trimmedThroughSQL+`
 		  AND seq >= coalesce((SELECT first_seq FROM turns WHERE tenant_id = $1 AND session_id = $2 AND id = $3), 0)
 		ORDER BY seq`, tenantID, sessionID, turnID)
 	if err != nil {

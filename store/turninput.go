@@ -31,7 +31,8 @@ type TurnInput struct {
 }
 
 // TurnInputs reads the inputs of turns of a session, by turn id: turns
-// that are not the session's are left out.
+// that are not the session's are left out. A turn's messages the tenant's
+// retention trimmed are left out of its Messages (TurnMessages).
 func (s *Store) TurnInputs(ctx context.Context, tenantID, sessionID string, turnIDs []string) (map[string]TurnInput, error) {
 	out := make(map[string]TurnInput, len(turnIDs))
 	if len(turnIDs) == 0 {
@@ -43,7 +44,8 @@ func (s *Store) TurnInputs(ctx context.Context, tenantID, sessionID string, turn
 			 WHERE p.tenant_id = t.tenant_id AND p.session_id = t.session_id AND (p.created_at, p.id) < (t.created_at, t.id)
 			 ORDER BY p.created_at DESC, p.id DESC LIMIT 1),
 			(SELECT json_agg(m.message ORDER BY m.seq)::text FROM messages m
-			 WHERE m.tenant_id = t.tenant_id AND m.session_id = t.session_id AND m.turn_id = t.id AND m.origin = 'client')
+			 WHERE m.tenant_id = t.tenant_id AND m.session_id = t.session_id AND m.turn_id = t.id AND m.origin = 'client'
+			   AND m.seq > `+trimmedThroughSQL+`)
 		FROM turns t
 		WHERE t.tenant_id = $1 AND t.session_id = $2 AND t.id = ANY($3::text[])`,
 		tenantID, sessionID, turnIDs)
@@ -76,11 +78,13 @@ func (s *Store) TurnInputs(ctx context.Context, tenantID, sessionID string, turn
 }
 
 // SessionSeed returns the messages a session was created with (its seed
-// history), before its first turn's.
+// history), before its first turn's: those after the prefix the tenant's
+// retention trimmed (TurnMessages), read from there on.
 func (s *Store) SessionSeed(ctx context.Context, tenantID, sessionID string) ([]aap.Message, error) {
 	rows, err := s.tenant(tenantID).Query(ctx, `
 		SELECT message::text FROM messages
 		WHERE tenant_id = $1 AND session_id = $2 AND turn_id IS NULL
+		  AND seq > `+trimmedThroughSQL+`
 		  AND seq < coalesce((SELECT first_seq FROM turns WHERE tenant_id = $1 AND session_id = $2
 		                      ORDER BY created_at, id LIMIT 1), 9223372036854775807)
 		ORDER BY seq`, tenantID, sessionID)
@@ -107,3 +111,12 @@ func (s *Store) SessionSeed(ctx context.Context, tenantID, sessionID string) ([]
 	}
 	return seed, nil
 }
+
+// trimmedThroughSQL is a session's trimmed prefix (historytrim.go), for a
+// statement whose $1 is the tenant and $2 the session: what a read of the
+// session's own rows of its full history starts after. The rows of the
+// prefix a fork still reads stay in the session until the fork has trimmed
+// past them (inherited.go), so a read by turn or by origin bounds itself
+// by it, never by the rows it finds. NULL (no row read) for a session that
+// is gone.
+const trimmedThroughSQL = `(SELECT history_trimmed_through FROM sessions WHERE tenant_id = $1 AND id = $2)`

@@ -30,7 +30,9 @@ import (
 // user's turns runs on one process and the erasure is sent to the other:
 // afterwards no row of any table of the database (listed from the catalog,
 // every row cast to text) holds the user's subject, the words of their
-// messages, their idempotency keys or their sessions' ids, but for the
+// messages (their schedule's included), their idempotency keys, their
+// schedule's id or their sessions' ids — in the schedules and the webhook
+// deliveries their sessions wrote as in the sessions' tables — but for the
 // session.deleted webhook events the erasure queued (which name the
 // deleted sessions, so the application can erase its own copies). Another
 // owner's sessions stay whole message by message, that owner's fork of one
@@ -80,7 +82,7 @@ func TestErasingAnEndUserLeavesNoTraceOfThem(t *testing.T) {
 
 	// The user's sessions: one created with an idempotency key, with a
 	// turn sent with one, compacted; one whose turn runs during the
-	// erasure; one an API key imported for them.
+	// erasure, with a schedule; one an API key imported for them.
 	createKey, turnKey := "create-"+mark, "turn-"+mark
 	var created aap.CreateSessionResponse
 	subj.do("POST", "/sessions", map[string]any{"agent": map[string]any{"name": "echo"}}, "Idempotency-Key", createKey).
@@ -97,6 +99,14 @@ func TestErasingAnEndUserLeavesNoTraceOfThem(t *testing.T) {
 	}
 	s2 := subj.echoSession(nil)
 	subj.say(s2, "subjC-"+mark)
+	// A schedule of theirs, whose turn's message is theirs too (a cron
+	// that does not tick during the test: its turns would move the usage
+	// the test checks).
+	var sched struct {
+		ScheduleID string `json:"scheduleId"`
+	}
+	subj.do("POST", "/sessions/"+s2+"/schedules", map[string]any{"cron": "0 9 1 1 *", "timezone": "Pacific/Kiritimati",
+		"messages": []any{map[string]any{"role": "user", "content": "subjE-" + mark}}}).expect(t, http.StatusCreated).json(t, &sched)
 	var doc bytes.Buffer
 	if _, err := subj.api().Export(ctx, s1, &doc); err != nil {
 		t.Fatal(err)
@@ -140,10 +150,29 @@ func TestErasingAnEndUserLeavesNoTraceOfThem(t *testing.T) {
 
 	// What the search looks for, found before the erasure: the search
 	// sees what it must not see after.
-	words := []string{"subjA-" + mark, "subjB0-" + mark, "subjB3-" + mark, "subjC-" + mark}
-	needles := append(append([]string{subject, createKey, turnKey}, words...), subjects...)
+	words := []string{"subjA-" + mark, "subjB0-" + mark, "subjB3-" + mark, "subjC-" + mark, "subjE-" + mark}
+	needles := append(append([]string{subject, createKey, turnKey, sched.ScheduleID}, words...), subjects...)
 	if missing := missingStrings(t, dbURL, needles); len(missing) > 0 {
 		t.Fatalf("before the erasure the search does not find %v", missing)
+	}
+	// The search covers the tables the user's sessions wrote beside their
+	// own: their schedule, and the webhook deliveries of their turns.
+	waitFor(t, "a webhook delivery of the user's turns", 20*time.Second, func() bool {
+		for _, hit := range searchDatabase(t, dbURL, subjects) {
+			if hit.table == "webhook_deliveries" {
+				return true
+			}
+		}
+		return false
+	})
+	held := map[string]bool{}
+	for _, hit := range searchDatabase(t, dbURL, needles) {
+		held[hit.table+" "+hit.needle] = true
+	}
+	for _, want := range []string{"schedules " + sched.ScheduleID, "schedules subjE-" + mark, "schedules " + s2} {
+		if !held[want] {
+			t.Errorf("before the erasure the search does not find %q in %q", strings.SplitN(want, " ", 2)[1], strings.SplitN(want, " ", 2)[0])
+		}
 	}
 
 	// The tenant's usage; then a turn of the user's runs on process A.

@@ -244,7 +244,9 @@ func (d *Door) deleteResponse(w http.ResponseWriter, r *http.Request) error {
 }
 
 // listInputItems is GET /responses/{id}/input_items: what the client sent
-// in the turn, as items, paged as a conversation's items are.
+// in the turn, as items, paged as a conversation's items are (with
+// trimmed_through as they have it: a turn's input inside the trimmed
+// prefix is gone with it).
 func (d *Door) listInputItems(w http.ResponseWriter, r *http.Request) error {
 	sess, t, err := d.response(r)
 	if err != nil {
@@ -256,5 +258,5 @@ func (d *Door) listInputItems(w http.ResponseWriter, r *http.Request) error {
 	}
 	agent, _ := d.cfg.Agents.Get(sess.AgentName)
 	tr := newTranslator(sess, agent)
-	return d.writePage(w, r, tr.items(msgs, nil))
+	return d.writePage(w, r, tr.items(msgs, nil), sess.HistoryTrimmedThrough)
 }

@@ -265,6 +265,13 @@ type itemList struct {
 	FirstID *string `json:"first_id"`
 	LastID  *string `json:"last_id"`
 	HasMore bool    `json:"has_more"`
+	// TrimmedThrough, an extension, is set on every page of a
+	// conversation's items (and of a response's input items) when the tenant's retention trimmed the start of
+	// its full history (docs/lifecycle.md, "Retention"): the messages up to
+	// this position (AAP's, as GET /sessions/:id/history?type=full counts
+	// them) are gone, so the oldest item listed is not the conversation's
+	// first. OpenAI's clients ignore a member they do not know.
+	TrimmedThrough int64 `json:"trimmed_through,omitempty"`
 }
 
 func newItemList(items []Item, more bool) itemList {
@@ -311,13 +318,13 @@ func (d *Door) listItems(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return d.writePage(w, r, items)
+	return d.writePage(w, r, items, sess.HistoryTrimmedThrough)
 }
 
 // writePage answers a page of items (oldest first), as the query asks:
 // newest first unless order=asc, limit (1 to 100, 20) after the item named
 // by after.
-func (d *Door) writePage(w http.ResponseWriter, r *http.Request, items []Item) error {
+func (d *Door) writePage(w http.ResponseWriter, r *http.Request, items []Item, trimmed int64) error {
 	q := r.URL.Query()
 	limit := defaultItemLimit
 	if v := q.Get("limit"); v != "" {
@@ -345,7 +352,9 @@ func (d *Door) writePage(w http.ResponseWriter, r *http.Request, items []Item) e
 	if more {
 		items = items[:limit]
 	}
-	return httpapi.WriteJSON(w, http.StatusOK, newItemList(items, more))
+	page := newItemList(items, more)
+	page.TrimmedThrough = trimmed
+	return httpapi.WriteJSON(w, http.StatusOK, page)
 }
 
 // getItem is GET /conversations/{id}/items/{item_id}.

@@ -61,8 +61,16 @@ func (r *logReader) seek(ctx context.Context, offset int64) ([]UniversalEvent, e
 	if err != nil {
 		return nil, err
 	}
+	meta := map[string]any{"agent": r.sess.AgentName, "nativeSessionId": r.sess.ID}
+	if r.sess.HistoryTrimmedThrough > 0 {
+		// The tenant's retention dropped the start of the full history
+		// (docs/lifecycle.md, "Retention"): the seed and the client's
+		// messages of the turns up to this position are no longer shown,
+		// as AAP v3's history read says with trimmedThrough.
+		meta["historyTrimmedThrough"] = r.sess.HistoryTrimmedThrough
+	}
 	drafts := []draft{{typ: evSessionStarted, source: sourceDaemon, synthetic: true,
-		data: sessionStartedData{Metadata: map[string]any{"agent": r.sess.AgentName, "nativeSessionId": r.sess.ID}}}}
+		data: sessionStartedData{Metadata: meta}}}
 	for i, m := range seed {
 		drafts = append(drafts, messageItem(r.sess.ID+"-seed-"+strconv.Itoa(i+1), m)...)
 	}

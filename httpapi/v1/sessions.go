@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/gorilla/mux"
@@ -57,7 +58,9 @@ func (d *Door) listSessions(w http.ResponseWriter, r *http.Request) error {
 }
 
 // getSession is GET /v1/session/:id: the session, with each history its
-// agent declares in capabilities.history inline. The histories are written
+// agent declares in capabilities.history inline, and trimmedThrough when
+// the tenant's retention trimmed the full history (as AAP v3's history
+// read says it; docs/protocols.md). The histories are written
 // as they are read from the database, so a session of any length is
 // served in constant memory.
 func (d *Door) getSession(w http.ResponseWriter, r *http.Request) error {
@@ -119,7 +122,14 @@ func (d *Door) getSession(w http.ResponseWriter, r *http.Request) error {
 		}
 		bw.WriteByte(']')
 	}
-	bw.WriteString("}}\n")
+	bw.WriteByte('}')
+	if slices.Contains(types, aap.HistoryFull) && sess.HistoryTrimmedThrough > 0 {
+		// The tenant's retention dropped the start of the full history
+		// (docs/lifecycle.md, "Retention"): its messages up to this
+		// position, as AAP v3's history read says.
+		fmt.Fprintf(bw, `,"trimmedThrough":%d`, sess.HistoryTrimmedThrough)
+	}
+	bw.WriteString("}\n")
 	return bw.Flush()
 }
 
