@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -109,7 +110,9 @@ func (s *Store) TenantListPage(ctx context.Context, after string, limit int) (Te
 	var name string
 	if after != "" {
 		b, err := base64.RawURLEncoding.DecodeString(after)
-		if err != nil || len(b) == 0 || !utf8.Valid(b) {
+		// A name holds valid UTF-8 and no NUL: PostgreSQL refuses
+		// either as a text parameter (a 500, where a bad cursor is a 400).
+		if err != nil || len(b) == 0 || !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
 			return TenantPage{}, ErrBadCursor
 		}
 		name = string(b)

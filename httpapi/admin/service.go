@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/store"
@@ -113,8 +115,14 @@ func conflict(format string, args ...any) *Error {
 	return &Error{Kind: Conflict, Msg: fmt.Sprintf(format, args...)}
 }
 
-// tenant finds a tenant by name, or says there is none.
+// tenant finds a tenant by name, or says there is none. A name no tenant
+// can have because PostgreSQL would refuse it as text (invalid UTF-8, a
+// NUL: a path segment may hold either, escaped) is not looked for: it
+// would be a 500.
 func (s *Service) tenant(ctx context.Context, name string) (store.Tenant, error) {
+	if !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0 {
+		return store.Tenant{}, notFound("no tenant named %q", name)
+	}
 	t, err := s.st.TenantGetByName(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Tenant{}, notFound("no tenant named %q", name)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/gorilla/mux"
 
@@ -82,6 +83,10 @@ func validName(name string) error {
 		return fmt.Errorf("must be 1 to %d bytes", maxNameLength)
 	case len(name) > 5 && name[:5] == "sess_":
 		return errors.New(`ids starting with "sess_" are aapd's session ids: choose another`)
+	case !utf8.ValidString(name):
+		// Ranged over, its bad bytes would read as U+FFFD, printable; as
+		// text, PostgreSQL refuses them (a 500).
+		return errors.New("must be UTF-8 text")
 	}
 	for _, c := range name {
 		if !unicode.IsPrint(c) {

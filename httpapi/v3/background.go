@@ -2,6 +2,7 @@ package v3
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -48,9 +49,10 @@ const preferWait = "wait"
 const MaxTurnWait = 60 * time.Second
 
 // waitPreference returns how long the request prefers to wait for an
-// answer (Prefer: wait=N, N whole seconds), bounded by MaxTurnWait; zero
-// when it has no such preference, or one that is not a number (RFC 7240:
-// a preference not understood is ignored).
+// answer (Prefer: wait=N, N whole seconds), bounded by MaxTurnWait (so a
+// wait of more seconds than any integer holds is MaxTurnWait too); zero
+// when it has no such preference, or one that is not a whole number (RFC
+// 7240: a preference not understood is ignored).
 func waitPreference(r *http.Request) time.Duration {
 	for _, header := range r.Header.Values("Prefer") {
 		for _, pref := range strings.Split(header, ",") {
@@ -59,11 +61,14 @@ func waitPreference(r *http.Request) time.Duration {
 			if !ok || !strings.EqualFold(strings.TrimSpace(name), preferWait) {
 				continue
 			}
-			n, err := strconv.ParseUint(strings.Trim(strings.TrimSpace(value), `"`), 10, 32)
-			if err != nil {
+			n, err := strconv.ParseUint(strings.Trim(strings.TrimSpace(value), `"`), 10, 64)
+			switch {
+			case errors.Is(err, strconv.ErrRange), err == nil && n > uint64(MaxTurnWait/time.Second):
+				return MaxTurnWait
+			case err != nil:
 				return 0
 			}
-			return min(time.Duration(n)*time.Second, MaxTurnWait)
+			return time.Duration(n) * time.Second
 		}
 	}
 	return 0
