@@ -91,6 +91,11 @@ type Edge interface {
 	OpenStream(w http.ResponseWriter, r *http.Request) (*SSE, context.Context, func())
 	// KeepAlive is the idle time after which a stream sends a comment.
 	KeepAlive() time.Duration
+	// StreamsStopped is closed when the server drains (StopStreams): a
+	// request that only waits on a turn run elsewhere, or that can be
+	// asked again, answers where it is then, so that it does not hold the
+	// shutdown up (its client asks again, on another replica).
+	StreamsStopped() <-chan struct{}
 	// Logger is the server's logger; its lines name the request.
 	Logger() *slog.Logger
 }
@@ -188,6 +193,8 @@ func (e edge) OpenStream(w http.ResponseWriter, r *http.Request) (*SSE, context.
 func (e edge) KeepAlive() time.Duration { return e.s.cfg.KeepAlive }
 
 func (e edge) Logger() *slog.Logger { return e.s.log }
+
+func (e edge) StreamsStopped() <-chan struct{} { return e.s.drain.streams }
 
 // preludeWriter writes an event before the stream's own, right after the
 // stream's head, where streamEvents would write its first.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -424,4 +425,71 @@ func TestPreferWaitAnswersATurnsRecordAtItsEnd(t *testing.T) {
 	if info := c.waitEnd(sid, bt.TurnID); info.Status != aapclient.TurnCompleted || info.StopReason != aap.StopEndTurn {
 		t.Errorf("WaitTurn = %+v", info)
 	}
+}
+
+// A replica that shuts down answers a GET …/turns/:turnId waiting with
+// Prefer: wait on a turn another replica runs where the wait is, with the
+// record (running), as it ends its followers' streams: it does not hold
+// its shutdown up for the wait's length and then cut the request, and its
+// client asks again elsewhere.
+func TestPreferWaitEndsWhenItsReplicaShutsDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dbURL, key := processTenant(t)
+	a := startProc(t, dbURL, "--shutdown-delay", "2s", "--drain-timeout", "2s")
+	b := startProc(t, dbURL)
+	cb := &client{t: t, base: b.base, key: key}
+	sid := cb.echoSession(nil)
+	bt := cb.startBackground(sid, streamUser("delta", slowWords(300, 100))) // runs on b for 30 s
+
+	type answer struct {
+		status  int
+		applied string
+		rec     aapclient.TurnInfo
+		err     error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		req, err := http.NewRequest("GET", a.base+"/sessions/"+sid+"/turns/"+bt.TurnID, nil)
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Prefer", "wait=60")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		defer res.Body.Close()
+		var rec aapclient.TurnInfo
+		err = json.NewDecoder(res.Body).Decode(&rec)
+		answered <- answer{status: res.StatusCode, applied: res.Header.Get("Preference-Applied"), rec: rec, err: err}
+	}()
+	// The request reaches a before its shutdown delay ends, whenever it
+	// is sent within it.
+	time.Sleep(500 * time.Millisecond)
+	a.signal(syscall.SIGTERM)
+
+	var got answer
+	select {
+	case got = <-answered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no answer to the waiting request")
+	}
+	if got.err != nil || got.status != http.StatusOK || got.applied != "wait=60" || got.rec.Status != aapclient.TurnRunning {
+		t.Errorf("the waiting request on the replica shutting down: %d, Preference-Applied %q, %+v, %v", got.status, got.applied, got.rec, got.err)
+	}
+	// Answered before the turn's end: it still runs on b.
+	var rec aapclient.TurnInfo
+	cb.do("GET", "/sessions/"+sid+"/turns/"+bt.TurnID, nil).expect(t, http.StatusOK).json(t, &rec)
+	if rec.Status != aapclient.TurnRunning {
+		t.Errorf("the turn on b: %s, want running", rec.Status)
+	}
+	if code := a.exitCode(30 * time.Second); code != 0 {
+		t.Errorf("a exited %d", code)
+	}
+	cb.do("POST", "/sessions/"+sid+"/turns/"+bt.TurnID+"/cancel", nil).expect(t, http.StatusOK)
 }

@@ -79,10 +79,20 @@ func waitPreference(r *http.Request) time.Duration {
 // recorded log, polled), and returns its record as it is then: ended, or
 // still running or queued when the wait ran out. So a client waiting for
 // a background turn asks once (aapclient.WaitTurn), where following the
-// events and then reading the record took two requests.
+// events and then reading the record took two requests. A server that
+// drains ends the wait where it is, as if it had run out: the client asks
+// again, elsewhere, rather than holding the shutdown up for the wait's
+// whole length and then being cut.
 func (d *Door) waitTurnEnd(ctx context.Context, t store.Turn, wait time.Duration) (store.Turn, error) {
 	waitCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	go func() {
+		select {
+		case <-d.edge.StreamsStopped():
+			cancel()
+		case <-waitCtx.Done():
+		}
+	}()
 	src := d.cfg.Runner.Follow(t.Ref())
 	for after := 0; ; {
 		events, done, err := src.Read(waitCtx, after)

@@ -134,10 +134,18 @@ func execOn(ctx context.Context, u, sql string, args ...any) error {
 // on plain PostgreSQL.
 func CitusWorkerURL(t testing.TB) string {
 	t.Helper()
+	return CitusWorkerURLOf(t, URL(t))
+}
+
+// CitusWorkerURLOf returns the URL of a test database (the package's, or
+// one of NewDatabase) on a worker node of the Citus cluster; the test is
+// skipped on plain PostgreSQL.
+func CitusWorkerURLOf(t testing.TB, dbURL string) string {
+	t.Helper()
 	if !citus {
 		t.Skip("needs a Citus cluster (make test-citus)")
 	}
-	u, err := onNode(URL(t), citusWorkers[0])
+	u, err := onNode(dbURL, citusWorkers[0])
 	if err != nil {
 		t.Fatal(err)
 	}
