@@ -168,6 +168,9 @@ func (r *Runner) SessionEvents(ctx context.Context, p SessionLogParams) (Session
 			switch {
 			case i > 0:
 				before = turns[i-1].TurnID
+			case t.Trimmed:
+				// Its log was dropped with the trimmed full history: a
+				// cursor inside it reads on after it.
 			case check && skip > len(events):
 				return SessionLogPage{}, fmt.Errorf("%w: event %d of turn %s, whose log has %d so far", ErrBeyondLog, skip, t.TurnID, len(events))
 			case skip < 0:

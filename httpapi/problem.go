@@ -79,16 +79,20 @@ var (
 	probTurnRunning  = kind{"turn-running", "A turn is already running", http.StatusConflict}
 	probCompacting   = kind{"compaction-conflict", "The session is being compacted", http.StatusConflict}
 	probEnded        = kind{"session-ended", "The session has ended", http.StatusConflict}
-	probTooLarge     = kind{"payload-too-large", "Request body too large", http.StatusRequestEntityTooLarge}
-	probIdempotency  = kind{"idempotency-key-reused", "Idempotency key reused", http.StatusUnprocessableEntity}
-	probRateLimited  = kind{"rate-limited", "Too many requests", http.StatusTooManyRequests}
-	probTurnLimit    = kind{"running-turns-limit", "Too many running turns", http.StatusTooManyRequests}
-	probFairShare    = kind{"fair-share", "Over the fair share of busy workers", http.StatusTooManyRequests}
-	probAuthThrottle = kind{"auth-throttled", "Too many failed authentications", http.StatusTooManyRequests}
-	probQueueFull    = kind{"queue-full", "Too many queued turns", http.StatusTooManyRequests}
-	probOverloaded   = kind{"overloaded", "Server busy", http.StatusServiceUnavailable}
-	probUnavailable  = kind{"unavailable", "Service unavailable", http.StatusServiceUnavailable}
-	probInternal     = kind{"internal", "Internal server error", http.StatusInternalServerError}
+	// probHistoryTrimmed: a turn's events were dropped with its session's
+	// trimmed full history (store.ErrTurnTrimmed); the fork's refusal of a
+	// point inside the prefix has the same type.
+	probHistoryTrimmed = kind{"history-trimmed", "The turn's events were trimmed with the full history", http.StatusConflict}
+	probTooLarge       = kind{"payload-too-large", "Request body too large", http.StatusRequestEntityTooLarge}
+	probIdempotency    = kind{"idempotency-key-reused", "Idempotency key reused", http.StatusUnprocessableEntity}
+	probRateLimited    = kind{"rate-limited", "Too many requests", http.StatusTooManyRequests}
+	probTurnLimit      = kind{"running-turns-limit", "Too many running turns", http.StatusTooManyRequests}
+	probFairShare      = kind{"fair-share", "Over the fair share of busy workers", http.StatusTooManyRequests}
+	probAuthThrottle   = kind{"auth-throttled", "Too many failed authentications", http.StatusTooManyRequests}
+	probQueueFull      = kind{"queue-full", "Too many queued turns", http.StatusTooManyRequests}
+	probOverloaded     = kind{"overloaded", "Server busy", http.StatusServiceUnavailable}
+	probUnavailable    = kind{"unavailable", "Service unavailable", http.StatusServiceUnavailable}
+	probInternal       = kind{"internal", "Internal server error", http.StatusInternalServerError}
 )
 
 type kind struct {
@@ -136,6 +140,8 @@ func toProblem(err error) (p *Problem, internal bool) {
 		return p, false
 	case errors.Is(err, store.ErrSessionEnded):
 		return probEnded.with("the session was ended and takes no more turns; start a new session"), false
+	case errors.Is(err, store.ErrTurnTrimmed):
+		return probHistoryTrimmed.with("the turn's events were dropped with its session's trimmed full history (retention's fullHistoryDays); its messages are summarised by the compacted history"), false
 	case errors.Is(err, store.ErrNotPending):
 		return probNotFound.with("the session waits on no such tool call"), false
 	case errors.Is(err, store.ErrNotFound):

@@ -71,7 +71,8 @@ type TurnLog struct {
 // TurnEventsAfter reads a turn's recorded events after id after, with the
 // turn's status, consistently (one statement): a finished turn's log whole
 // from its folded form, a running turn's from its batches. ErrNotFound
-// once the turn is gone.
+// once the turn is gone, ErrTurnTrimmed once its log was dropped with its
+// session's trimmed full history.
 func (s *Store) TurnEventsAfter(ctx context.Context, ref TurnRef, after int64) (TurnLog, error) {
 	var (
 		out     TurnLog
@@ -91,6 +92,9 @@ func (s *Store) TurnEventsAfter(ctx context.Context, ref TurnRef, after int64) (
 		return TurnLog{}, fmt.Errorf("read events of turn %s: %w", ref.TurnID, interpretError(err))
 	}
 	out.Finished = out.Status != TurnRunning
+	if isTrimmedLog(folded) {
+		return TurnLog{}, fmt.Errorf("read events of turn %s: %w", ref.TurnID, ErrTurnTrimmed)
+	}
 	if folded != nil {
 		all, err := decodeEvents(nil, folded)
 		if err != nil {

@@ -29,7 +29,28 @@ import (
 //     it is deleted, and a fork there is refused (PointCompactedHistoryGone)
 //     as for a compaction made before aapd kept it;
 //   - a fork is never cut inside the trimmed prefix (PointHistoryTrimmed),
-//     and a fork of a trimmed session starts trimmed as far.
+//     and a fork of a trimmed session starts trimmed as far;
+//   - the event log of every ended turn whose messages all lie inside the
+//     prefix (it repeats their text) is replaced by trimmedLog: reading it
+//     answers ErrTurnTrimmed, and the session's event log skips it.
+//     A turn's messages run from its first_seq to the next turn's first
+//     seq, so a turn is inside the prefix once the next turn's first_seq
+//     is at most one past it (conservative: messages written between
+//     turns, outside any, keep the turn before them until the next trim).
+
+// trimmedLog is the stored log (turns.events) of a turn trimmed with the
+// full history: an object, where a log is always an array.
+const trimmedLog = `{"trimmed":true}`
+
+// ErrTurnTrimmed: the turn's events were dropped with the trimmed prefix
+// of its session's full history (docs/lifecycle.md, "Trimming full
+// histories").
+var ErrTurnTrimmed = errors.New("the turn's events were trimmed with its session's full history")
+
+// isTrimmedLog reports whether a turn's stored log is trimmedLog.
+func isTrimmedLog(folded []byte) bool {
+	return string(folded) == trimmedLog
+}
 
 // SessionsToTrim returns up to limit ids of a tenant's sessions, after the
 // id after ("" for the first) in id order, that a full-history trim may
@@ -64,6 +85,8 @@ type HistoryTrimmed struct {
 	// Messages is how many rows of messages it deleted: the session's
 	// own (rows its forks still read are kept until they no longer do).
 	Messages int64
+	// Turns is how many turns' event logs it dropped (trimmedLog).
+	Turns int64
 	// More is true when the trim stopped at its batch size and more is
 	// old enough and compacted: call it again.
 	More bool
@@ -138,6 +161,16 @@ func (s *Store) SessionTrimHistory(ctx context.Context, tenantID, id string, bef
 				  OR EXISTS (SELECT 1 FROM compaction_replaced x WHERE x.tenant_id = $1 AND x.session_id = $2
 				             AND x.compaction_id = c.id AND x.source_seq <= $3)))`, tenantID, id, to)
 			b.Queue(`UPDATE sessions SET history_trimmed_through = $3 WHERE tenant_id = $1 AND id = $2`, tenantID, id, to)
+			// The event logs of the ended turns the prefix now covers
+			// whole: the next turn starts in (through+1, to+1]. (Those
+			// it covered before were dropped by the trims that covered
+			// them.) Last in the batch: its count is out.Turns.
+			b.Queue(`UPDATE turns t SET events = '`+trimmedLog+`'::json
+				FROM (SELECT id, lead(first_seq) OVER (ORDER BY first_seq, created_at, id) AS next_seq
+				      FROM turns WHERE tenant_id = $1 AND session_id = $2 AND first_seq IS NOT NULL AND first_seq <= $3::bigint + 1) x
+				WHERE t.tenant_id = $1 AND t.session_id = $2 AND t.id = x.id
+				  AND x.next_seq > $4::bigint + 1 AND x.next_seq <= $3::bigint + 1
+				  AND t.status IN ('completed', 'failed', 'interrupted', 'cancelled')`, tenantID, id, to, through)
 		}
 		br := tx.SendBatch(ctx, b)
 		tag, err := br.Exec()
@@ -147,9 +180,13 @@ func (s *Store) SessionTrimHistory(ctx context.Context, tenantID, id string, bef
 		}
 		out.Messages = tag.RowsAffected()
 		for i := 1; i < b.Len(); i++ {
-			if _, err := br.Exec(); err != nil {
+			tag, err := br.Exec()
+			if err != nil {
 				br.Close()
 				return interpretError(err)
+			}
+			if i == b.Len()-1 && to > through {
+				out.Turns = tag.RowsAffected()
 			}
 		}
 		if err := br.Close(); err != nil {

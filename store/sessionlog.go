@@ -30,6 +30,10 @@ type SessionLogTurn struct {
 	Finished bool
 	// Events are the events recorded so far, from id 1.
 	Events []aap.Event
+	// Trimmed is true when the turn's log was dropped with its session's
+	// trimmed full history (ErrTurnTrimmed): it has no Events, and the
+	// log reads on after it.
+	Trimmed bool
 }
 
 // SessionLog reads the recorded events of a session's turns, from the turn
@@ -92,7 +96,9 @@ func (s *Store) SessionLog(ctx context.Context, p SessionLogParams) ([]SessionLo
 			continue // the session's own row
 		}
 		t := SessionLogTurn{TurnID: *id, Finished: TurnStatus(*status) != TurnRunning}
-		if t.Events, err = turnEvents(folded, batches); err != nil {
+		if isTrimmedLog(folded) {
+			t.Trimmed = true
+		} else if t.Events, err = turnEvents(folded, batches); err != nil {
 			return nil, fmt.Errorf("read the events of turn %s: %w", *id, err)
 		}
 		out = append(out, t)
