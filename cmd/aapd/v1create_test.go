@@ -90,7 +90,9 @@ func TestV1CreateKilledBetweenSeedAndClaimLeavesNoSession(t *testing.T) {
 		return err == nil
 	})
 	a.kill()
-	if _, err := lock.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+	// $1::int: Citus adds pg_terminate_backend(bigint) (a global pid), so an
+	// untyped parameter is ambiguous there.
+	if _, err := lock.Exec(ctx, `SELECT pg_terminate_backend($1::int)`, pid); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(ctx); err != nil {

@@ -194,6 +194,21 @@ func (s *Service) webhook(ctx context.Context, tenant, id string) (store.Tenant,
 	return t, e, err
 }
 
+// webhookTenant finds the tenant of a change to one of its endpoints,
+// which the change's own statement finds, or says it has none
+// (store.ErrNotFound): the endpoint is not read first, a read the request
+// would then make twice.
+func (s *Service) webhookTenant(ctx context.Context, tenant, id string) (store.Tenant, error) {
+	t, err := s.tenant(ctx, tenant)
+	if err != nil {
+		return t, err
+	}
+	if !store.ValidID("wh_", id) {
+		return t, notFound("tenant %q has no webhook %q", tenant, id)
+	}
+	return t, nil
+}
+
 // GetWebhook returns an endpoint of a tenant.
 func (s *Service) GetWebhook(ctx context.Context, tenant, id string) (Webhook, error) {
 	_, e, err := s.webhook(ctx, tenant, id)
@@ -230,7 +245,7 @@ func (s *Service) ListWebhooks(ctx context.Context, tenant, cursor string, limit
 // DeleteWebhook deletes an endpoint of a tenant, with its deliveries: what
 // it was still to be sent is not sent.
 func (s *Service) DeleteWebhook(ctx context.Context, tenant, id string) error {
-	t, _, err := s.webhook(ctx, tenant, id)
+	t, err := s.webhookTenant(ctx, tenant, id)
 	if err != nil {
 		return err
 	}
@@ -248,7 +263,7 @@ func (s *Service) DeleteWebhook(ctx context.Context, tenant, id string) error {
 // RotateWebhookSecret gives an endpoint a new signing secret, shown this
 // once; the one it replaces keeps signing beside it for SecretOverlap.
 func (s *Service) RotateWebhookSecret(ctx context.Context, tenant, id string) (CreatedWebhook, error) {
-	t, _, err := s.webhook(ctx, tenant, id)
+	t, err := s.webhookTenant(ctx, tenant, id)
 	if err != nil {
 		return CreatedWebhook{}, err
 	}
@@ -271,7 +286,7 @@ func (s *Service) RotateWebhookSecret(ctx context.Context, tenant, id string) (C
 // it. The deliveries that failed with its disabling stay failed;
 // Redeliver sends one again.
 func (s *Service) EnableWebhook(ctx context.Context, tenant, id string) (Webhook, error) {
-	t, _, err := s.webhook(ctx, tenant, id)
+	t, err := s.webhookTenant(ctx, tenant, id)
 	if err != nil {
 		return Webhook{}, err
 	}
