@@ -59,6 +59,11 @@ func (r *Runner) FollowAfter(ctx context.Context, ref store.TurnRef, after int) 
 	if err != nil {
 		return nil, 0, false, err
 	}
+	if log.Trimmed {
+		// Its log went with the trimmed full history: a resumed stream
+		// would send a log other than the one its client was sent.
+		return nil, 0, false, fmt.Errorf("follow turn %s: %w", ref.TurnID, store.ErrTurnTrimmed)
+	}
 	return &follower{runner: r, ref: ref, read: &log, readAfter: after}, log.Len, log.Finished, nil
 }
 

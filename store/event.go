@@ -66,34 +66,49 @@ type TurnLog struct {
 	Finished bool
 	// Status is the turn's status.
 	Status TurnStatus
+	// Trimmed is true when the turn's log was dropped with its session's
+	// trimmed full history: Events is then turn_start and the turn's
+	// turn_stop alone, a log that still ends (what a replay of the turn
+	// sends); a read of the turn's events answers ErrTurnTrimmed.
+	Trimmed bool
 }
 
 // TurnEventsAfter reads a turn's recorded events after id after, with the
 // turn's status, consistently (one statement): a finished turn's log whole
 // from its folded form, a running turn's from its batches. ErrNotFound
-// once the turn is gone, ErrTurnTrimmed once its log was dropped with its
-// session's trimmed full history.
+// once the turn is gone. A turn whose log was dropped with its session's
+// trimmed full history reads as Trimmed.
 func (s *Store) TurnEventsAfter(ctx context.Context, ref TurnRef, after int64) (TurnLog, error) {
 	var (
-		out     TurnLog
-		folded  []byte
-		batches []byte
+		out                         TurnLog
+		folded                      []byte
+		batches                     []byte
+		stopReason, errType, errMsg string
 	)
 	err := s.tenant(ref.TenantID).QueryRow(ctx, `
-		SELECT t.status, t.events::text,
+		SELECT t.status, coalesce(t.stop_reason, ''), coalesce(t.error_type, ''), coalesce(t.error, ''), t.events::text,
 			(SELECT json_agg(json_build_object('f', b.first_seq, 'e', b.events) ORDER BY b.first_seq)::text
 			 FROM turn_event_batches b
 			 WHERE b.tenant_id = t.tenant_id AND b.session_id = t.session_id AND b.turn_id = t.id AND b.last_seq > $4::bigint),
 			(SELECT coalesce(max(b.last_seq), 0) FROM turn_event_batches b
 			 WHERE b.tenant_id = t.tenant_id AND b.session_id = t.session_id AND b.turn_id = t.id)
 		FROM turns t WHERE t.tenant_id = $1 AND t.session_id = $2 AND t.id = $3`,
-		ref.TenantID, ref.SessionID, ref.TurnID, after).Scan(&out.Status, &folded, &batches, &out.Len)
+		ref.TenantID, ref.SessionID, ref.TurnID, after).Scan(&out.Status, &stopReason, &errType, &errMsg, &folded, &batches, &out.Len)
 	if err != nil {
 		return TurnLog{}, fmt.Errorf("read events of turn %s: %w", ref.TurnID, interpretError(err))
 	}
 	out.Finished = out.Status != TurnRunning
 	if isTrimmedLog(folded) {
-		return TurnLog{}, fmt.Errorf("read events of turn %s: %w", ref.TurnID, ErrTurnTrimmed)
+		stop := aap.TurnStop(aap.StopReason(stopReason))
+		if errType != "" || errMsg != "" {
+			stop = aap.TurnStopError(aap.TurnError{Type: errType, Message: errMsg})
+		}
+		all := []aap.Event{aap.TurnStart(), stop}
+		out.Trimmed, out.Len = true, len(all)
+		if after < int64(len(all)) {
+			out.Events = all[after:]
+		}
+		return out, nil
 	}
 	if folded != nil {
 		all, err := decodeEvents(nil, folded)

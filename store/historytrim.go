@@ -31,8 +31,9 @@ import (
 //   - a fork is never cut inside the trimmed prefix (PointHistoryTrimmed),
 //     and a fork of a trimmed session starts trimmed as far;
 //   - the event log of every ended turn whose messages all lie inside the
-//     prefix (it repeats their text) is replaced by trimmedLog: reading it
-//     answers ErrTurnTrimmed, and the session's event log skips it.
+//     prefix (it repeats their text) is replaced by trimmedLog: it reads
+//     as turn_start and its turn_stop (TurnLog.Trimmed), a resumed stream
+//     of it is ErrTurnTrimmed, and the session's event log skips it.
 //     A turn's messages run from its first_seq to the next turn's first
 //     seq, so a turn is inside the prefix once the next turn's first_seq
 //     is at most one past it (conservative: messages written between

@@ -9,12 +9,14 @@ import (
 	"testing"
 
 	"golang.org/x/net/http/httpguts"
+
+	v3 "github.com/aapd/aapd/httpapi/v3"
 )
 
 // fuzzRoute is a route of a front door the fuzzer sends bytes to: a body,
 // a query string, and a value for one header.
 type fuzzRoute struct {
-	method, path string // path may hold {sid}, {name} and {tenant}
+	method, path string // path may hold {sid}, {tid}, {name} and {tenant}
 	header       string // the header the fuzzed value goes in, if any
 	admin        bool   // sent with the operator's token
 	seedBody     string
@@ -54,6 +56,10 @@ var fuzzRoutes = []fuzzRoute{
 	{method: "PUT", path: "/admin/v1/tenants/{tenant}/limits", admin: true, seedBody: `{"turnsPerMinute":100}`},
 	{method: "PUT", path: "/admin/v1/tenants/{tenant}/retention", admin: true, seedBody: `{"idleSessionDays":90,"fullHistoryDays":1.5}`},
 	{method: "POST", path: "/sessions/{sid}/schedules", seedBody: `{"cron":"0 9 * * 1-5","timezone":"Europe/Berlin","endAt":"2030-01-01T00:00:00Z","messages":[{"role":"user","content":"report"}]}`},
+	{method: "GET", path: "/sessions/{sid}/turns/{tid}", header: "Prefer", seedHeader: "wait=1"},
+	{method: "GET", path: "/sessions/{sid}/turns", seedQuery: "limit=1&after=dHVybl8x"},
+	{method: "GET", path: "/admin/v1/tenants/{tenant}/webhooks", admin: true, seedQuery: "limit=1&cursor=d2hfMQ"},
+	{method: "GET", path: "/admin/v1/tenants/{tenant}/owners/alice/export", admin: true},
 }
 
 // FuzzFrontDoors sends fuzzed requests to every door of a real server
@@ -66,6 +72,12 @@ func FuzzFrontDoors(f *testing.F) {
 	c := srv.newTenant(f)
 	sid := c.echoSession(nil)
 	c.say(sid, "hello")
+	var turns v3.TurnList
+	c.do("GET", "/sessions/"+sid+"/turns", nil).expect(f, http.StatusOK).json(f, &turns)
+	if len(turns.Turns) == 0 {
+		f.Fatal("no turn listed")
+	}
+	tid := turns.Turns[0].TurnID
 	name := uniqueName("fuzz")
 	c.do("POST", "/sandbox-agent/v1/sessions/"+name, map[string]any{"agent": "echo"}).expect(f, http.StatusOK)
 	tenant := uniqueName("fuzz")
@@ -75,7 +87,7 @@ func FuzzFrontDoors(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte, query, header string) {
 		r := fuzzRoutes[int(which)%len(fuzzRoutes)]
-		path := strings.NewReplacer("{sid}", sid, "{name}", name, "{tenant}", tenant).Replace(r.path)
+		path := strings.NewReplacer("{sid}", sid, "{tid}", tid, "{name}", name, "{tenant}", tenant).Replace(r.path)
 		u, err := url.Parse(srv.base + path)
 		if err != nil {
 			t.Fatal(err)

@@ -63,6 +63,39 @@ func TestTurnsOnATrimmedSessionReadOnlyWhatFollowsThePrefix(t *testing.T) {
 		t.Fatalf("the source holds %d rows; want 6 (1-4 for the fork, 7-8)", n)
 	}
 
+	// The event logs of the turns the prefix covers (q0, q1) are gone from
+	// the database; reading one is 409 history-trimmed; q2's is whole.
+	url := storetest.URL(t)
+	for _, text := range []string{"Echo: q0", "Echo: q1", "Echo: q2"} {
+		var n int
+		storetest.Scan(t, url, `SELECT (SELECT count(*) FROM turns WHERE tenant_id = $1 AND session_id = $2 AND events::text LIKE $3)
+			+ (SELECT count(*) FROM turn_event_batches WHERE tenant_id = $1 AND session_id = $2 AND events::text LIKE $3)`,
+			[]any{tn.ID, sid, "%" + text + "%"}, &n)
+		if want := map[bool]int{true: 1, false: 0}[text == "Echo: q2"]; n != want {
+			t.Errorf("%q is in %d rows of the event log, want %d", text, n, want)
+		}
+	}
+	var kept string
+	storetest.Scan(t, url, `SELECT id FROM turns WHERE tenant_id = $1 AND session_id = $2 ORDER BY created_at, id OFFSET 2 LIMIT 1`,
+		[]any{tn.ID, sid}, &kept)
+	r := c.do("GET", "/sessions/"+sid+"/turns/"+first.TurnID+"/events", nil)
+	if r.StatusCode != http.StatusConflict || r.problem(t)["type"] != aapclient.ProblemHistoryTrimmed {
+		t.Errorf("events of a trimmed turn: %d %s; want 409 history-trimmed", r.StatusCode, r.body)
+	}
+	r = c.do("GET", "/sessions/"+sid+"/turns/"+kept+"/events?after=0", nil).expect(t, http.StatusOK)
+	if !strings.Contains(string(r.body), "Echo: q2") || !strings.Contains(string(r.body), "turn_stop") {
+		t.Errorf("events of the turn after the prefix: %s; want its whole log", r.body)
+	}
+	var slog struct {
+		Events []struct {
+			TurnID string `json:"turnId"`
+		} `json:"events"`
+	}
+	c.do("GET", "/sessions/"+sid+"/events?limit=1000", nil).expect(t, http.StatusOK).json(t, &slog)
+	if len(slog.Events) == 0 || slog.Events[0].TurnID != kept || strings.Contains(fmt.Sprint(slog.Events), first.TurnID) {
+		t.Errorf("session event log %+v; want it to start with turn %s, the first after the prefix", slog.Events, kept)
+	}
+
 	// Turns run on through the pipeline.
 	for _, q := range []string{"q3", "q4"} {
 		if got := plainTexts(c.say(sid, q).Messages); len(got) != 1 || got[0] != "Echo: "+q {
@@ -104,12 +137,15 @@ func TestTurnsOnATrimmedSessionReadOnlyWhatFollowsThePrefix(t *testing.T) {
 			}
 		}
 	}
+	if all, err := json.Marshal(events); err != nil || bytes.Contains(all, []byte("Echo: q0")) || bytes.Contains(all, []byte("Echo: q1")) {
+		t.Errorf("sandbox-agent log shows a trimmed turn's output (%v): %s", err, all)
+	}
 	if fmt.Sprint(users) != "[q2 q3 q4]" {
 		t.Errorf("sandbox-agent user messages %q; want [q2 q3 q4]: none of the trimmed prefix", users)
 	}
 
 	// Forks: inside the prefix refused, at its end the rest.
-	r := c.do("POST", "/sessions/"+sid+"/fork", `{"at":{"message":5}}`)
+	r = c.do("POST", "/sessions/"+sid+"/fork", `{"at":{"message":5}}`)
 	if r.StatusCode != http.StatusConflict || r.problem(t)["type"] != aapclient.ProblemHistoryTrimmed {
 		t.Errorf("fork inside the trimmed prefix: %d %s; want 409 history-trimmed", r.StatusCode, r.body)
 	}
