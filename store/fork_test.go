@@ -474,7 +474,7 @@ func TestForkKeepsItsHistoryWhenItsSourcesAreDeleted(t *testing.T) {
 				t.Errorf("%s: full history of %s\n%q\nwant\n%q", when, id, got, want[id])
 			}
 			var streamed []string
-			if err := st.HistoryEach(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: id, Type: aap.HistoryFull}, func(seq int64, m json.RawMessage) error {
+			if _, err := st.HistoryEach(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: id, Type: aap.HistoryFull}, func(seq int64, m json.RawMessage) error {
 				var msg aap.Message
 				err := json.Unmarshal(m, &msg)
 				streamed = append(streamed, fmt.Sprintf("%d:%s", seq, msg.Content.PlainText()))

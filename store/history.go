@@ -156,13 +156,16 @@ type HistoryParams struct {
 // HistoryEach calls fn with each message of a history, in order, as the JSON
 // it was stored as. Rows stream from the database, so a history of any length
 // is served without holding it in memory. It does not check that the session
-// exists.
-func (s *Store) HistoryEach(ctx context.Context, p HistoryParams, fn func(seq int64, message json.RawMessage) error) error {
+// exists. For the full history it returns where the tenant's retention
+// trimmed it (historytrim.go: the messages 1 to it are gone; 0 for none, and
+// for the compacted history), as of the rows it read: what a read of the
+// full history says beside them, never the session's record read apart (a
+// trim in between would have it say less than the rows show).
+func (s *Store) HistoryEach(ctx context.Context, p HistoryParams, fn func(seq int64, message json.RawMessage) error) (trimmedThrough int64, err error) {
 	var (
 		seq  int64
 		body []byte
 	)
-	var err error
 	if p.Type == aap.HistoryCompacted {
 		err = eachRow(ctx, s.tenant(p.TenantID), `SELECT seq, message::text FROM compacted_messages
 			WHERE tenant_id = $1 AND session_id = $2 ORDER BY seq`, []any{p.TenantID, p.SessionID}, func(rows pgx.Rows) error {
@@ -172,18 +175,14 @@ func (s *Store) HistoryEach(ctx context.Context, p HistoryParams, fn func(seq in
 			return fn(seq, body)
 		})
 	} else {
-		err = s.fullHistory(ctx, p.TenantID, p.SessionID, fullHistorySQL, func(_ piece, rows pgx.Rows) error {
-			var extra *string
-			if err := rows.Scan(&seq, &body, &extra); err != nil {
-				return interpretError(err)
-			}
+		trimmedThrough, err = s.fullHistory(ctx, p.TenantID, p.SessionID, func(seq int64, body []byte, _ *string) error {
 			return fn(seq, body)
 		})
 	}
 	if err != nil {
-		return fmt.Errorf("read %s history of %s: %w", p.Type, p.SessionID, err)
+		return 0, fmt.Errorf("read %s history of %s: %w", p.Type, p.SessionID, err)
 	}
-	return nil
+	return trimmedThrough, nil
 }
 
 // fullHistorySQL reads a piece of a full history (fullHistoryPieces).
@@ -213,10 +212,16 @@ func (s *Store) History(ctx context.Context, p HistoryParams) ([]StoredMessage, 
 		return history(ctx, s.tenant(p.TenantID), p)
 	}
 	var out []StoredMessage
-	err := s.fullHistory(ctx, p.TenantID, p.SessionID, fullHistorySQL, func(_ piece, rows pgx.Rows) error {
-		m, err := scanStoredMessage(rows, false)
+	_, err := s.fullHistory(ctx, p.TenantID, p.SessionID, func(seq int64, body []byte, extra *string) error {
+		m := StoredMessage{Seq: seq, SourceSeq: seq}
+		if err := json.Unmarshal(body, &m.Message); err != nil {
+			return fmt.Errorf("decode message %d: %w", seq, err)
+		}
+		if extra != nil {
+			m.Extra = json.RawMessage(*extra)
+		}
 		out = append(out, m)
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load %s history of %s: %w", p.Type, p.SessionID, err)

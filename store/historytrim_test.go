@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -231,4 +232,47 @@ func storedTexts(msgs []store.StoredMessage) []string {
 		out = append(out, m.Message.Content.PlainText())
 	}
 	return out
+}
+
+// A full history's read says where it was trimmed, as of the messages it
+// read: after a trim through 6 of 8 messages, 6 and the 2 after it; after
+// a trim of them all, 8 and none; 0 for the compacted history and for a
+// session that is gone.
+func TestHistoryEachSaysTheTrimPointOfItsMessages(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	tn := storetest.NewTenant(t, st)
+	ctx := context.Background()
+	read := func(id string, typ aap.HistoryType) (int64, []int64) {
+		t.Helper()
+		var seqs []int64
+		trimmed, err := st.HistoryEach(ctx, store.HistoryParams{TenantID: tn.ID, SessionID: id, Type: typ}, func(seq int64, _ json.RawMessage) error {
+			seqs = append(seqs, seq)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return trimmed, seqs
+	}
+	part := storetest.NewConversation(t, st, tn.ID, store.SessionCreateParams{})
+	all := storetest.NewConversation(t, st, tn.ID, store.SessionCreateParams{})
+	for i := range 4 {
+		part.Say(fmt.Sprintf("q%d", i), fmt.Sprintf("a%d", i))
+		all.Say(fmt.Sprintf("q%d", i), fmt.Sprintf("a%d", i))
+	}
+	part.Trim(storetest.URL(t), 6)
+	all.Trim(storetest.URL(t), 8)
+	if trimmed, seqs := read(part.ID, aap.HistoryFull); trimmed != 6 || fmt.Sprint(seqs) != "[7 8]" {
+		t.Errorf("trimmed through 6: %d, %v; want 6, [7 8]", trimmed, seqs)
+	}
+	if trimmed, seqs := read(all.ID, aap.HistoryFull); trimmed != 8 || len(seqs) != 0 {
+		t.Errorf("trimmed whole: %d, %v; want 8 and no message", trimmed, seqs)
+	}
+	if trimmed, _ := read(part.ID, aap.HistoryCompacted); trimmed != 0 {
+		t.Errorf("compacted history: trimmed %d, want 0", trimmed)
+	}
+	if trimmed, seqs := read("sess_0190a0a0a0a07000800000000000000", aap.HistoryFull); trimmed != 0 || len(seqs) != 0 {
+		t.Errorf("no such session: %d, %v; want 0 and nothing", trimmed, seqs)
+	}
 }

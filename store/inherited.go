@@ -155,25 +155,92 @@ func fullHistoryPieces(ctx context.Context, db dbtx, tenantID string, pieces []p
 	return nil
 }
 
-// fullHistory runs fullHistoryPieces over a session's whole full history,
-// after its trimmed prefix. A session that inherits nothing (most: one
-// that is not a fork never becomes one) costs one round trip more than
-// reading its rows; a fork is read in a REPEATABLE READ transaction.
-func (s *Store) fullHistory(ctx context.Context, tenantID, sessionID, query string, fn func(p piece, rows pgx.Rows) error) error {
-	trimmed, ranges, err := historyStart(ctx, s.tenant(tenantID), tenantID, sessionID)
+// fullHistory calls fn with each message of a session's whole full
+// history, after its trimmed prefix, and returns that prefix as the
+// messages were read: the trim point and the messages come from one
+// snapshot (read from the session's record before, a trim committed in
+// between would say a lower trim point than the messages start after). A
+// session that inherits nothing (most: one that is not a fork never
+// becomes one) is read in one statement (ownHistorySQL) after the one that
+// finds it inherits nothing, one round trip more than reading its rows; a
+// fork in a REPEATABLE READ transaction.
+func (s *Store) fullHistory(ctx context.Context, tenantID, sessionID string, fn func(seq int64, body []byte, extra *string) error) (int64, error) {
+	_, ranges, err := historyStart(ctx, s.tenant(tenantID), tenantID, sessionID)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if len(ranges) == 0 {
-		return fullHistoryPieces(ctx, s.tenant(tenantID), tenantID, historyPieces(sessionID, trimmed, nil, noLastSeq), query, fn)
+		return ownHistory(ctx, s.tenant(tenantID), tenantID, sessionID, fn)
 	}
-	return s.readTx(ctx, tenantID, func(tx pgx.Tx) error {
-		trimmed, ranges, err := historyStart(ctx, tx, tenantID, sessionID)
+	var trimmed int64
+	err = s.readTx(ctx, tenantID, func(tx pgx.Tx) error {
+		var ranges []inheritedRange
+		var err error
+		trimmed, ranges, err = historyStart(ctx, tx, tenantID, sessionID)
 		if err != nil {
 			return err
 		}
-		return fullHistoryPieces(ctx, tx, tenantID, historyPieces(sessionID, trimmed, ranges, noLastSeq), query, fn)
+		return fullHistoryPieces(ctx, tx, tenantID, historyPieces(sessionID, trimmed, ranges, noLastSeq), fullHistorySQL,
+			func(_ piece, rows pgx.Rows) error {
+				var (
+					seq   int64
+					body  []byte
+					extra *string
+				)
+				if err := rows.Scan(&seq, &body, &extra); err != nil {
+					return interpretError(err)
+				}
+				return fn(seq, body, extra)
+			})
 	})
+	if err != nil {
+		return 0, err
+	}
+	return trimmed, nil
+}
+
+// ownHistorySQL reads a session's own full history after its trimmed
+// prefix, and the prefix's end on every row: one statement, one snapshot,
+// an index scan in seq order (a UNION ALL with the session's row would
+// sort the whole history before its first row).
+const ownHistorySQL = `SELECT seq, message::text, extra::text, ` + trimmedThroughSQL + ` FROM messages
+	WHERE tenant_id = $1 AND session_id = $2 AND seq > ` + trimmedThroughSQL + ` ORDER BY seq`
+
+// ownHistory runs ownHistorySQL, calling fn with each message, and returns
+// the trimmed prefix it read. With no message after the prefix it reads
+// the prefix's end on its own: at least the one the empty read had (a trim
+// only grows), so the rows shown, none, still start after it.
+func ownHistory(ctx context.Context, db dbtx, tenantID, sessionID string, fn func(seq int64, body []byte, extra *string) error) (int64, error) {
+	rows, err := db.Query(ctx, ownHistorySQL, tenantID, sessionID)
+	if err != nil {
+		return 0, interpretError(err)
+	}
+	defer rows.Close()
+	var (
+		trimmed *int64
+		seq     int64
+		body    []byte
+		extra   *string
+	)
+	for rows.Next() {
+		if err := rows.Scan(&seq, &body, &extra, &trimmed); err != nil {
+			return 0, interpretError(err)
+		}
+		if err := fn(seq, body, extra); err != nil {
+			return 0, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, interpretError(err)
+	}
+	rows.Close()
+	if trimmed == nil {
+		// No row: 0 for a session that is gone.
+		if err := db.QueryRow(ctx, `SELECT coalesce(`+trimmedThroughSQL+`, 0)`, tenantID, sessionID).Scan(&trimmed); err != nil {
+			return 0, interpretError(err)
+		}
+	}
+	return *trimmed, nil
 }
 
 // historyStart reads, in one statement, a session's trimmed prefix (0 for

@@ -285,10 +285,12 @@ func newItemList(items []Item, more bool) itemList {
 	return l
 }
 
-// allItems reads the session's full history as items, oldest first.
-func (d *Door) allItems(r *http.Request, sess store.Session) ([]Item, error) {
+// allItems reads the session's full history as items, oldest first, and
+// where the tenant's retention trimmed it, as of the messages read (the
+// page's trimmed_through: never sess's, read before them).
+func (d *Door) allItems(r *http.Request, sess store.Session) ([]Item, int64, error) {
 	var msgs []store.StoredMessage
-	err := d.cfg.Store.HistoryEach(r.Context(), store.HistoryParams{TenantID: sess.TenantID, SessionID: sess.ID, Type: aap.HistoryFull},
+	trimmed, err := d.cfg.Store.HistoryEach(r.Context(), store.HistoryParams{TenantID: sess.TenantID, SessionID: sess.ID, Type: aap.HistoryFull},
 		func(seq int64, raw json.RawMessage) error {
 			var m aap.Message
 			if err := json.Unmarshal(raw, &m); err != nil {
@@ -298,12 +300,12 @@ func (d *Door) allItems(r *http.Request, sess store.Session) ([]Item, error) {
 			return nil
 		})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	agent, _ := d.cfg.Agents.Get(sess.AgentName)
 	t := newTranslator(sess, agent)
 	t.see(msgs)
-	return t.items(msgs, t.serverCalls(msgs)), nil
+	return t.items(msgs, t.serverCalls(msgs)), trimmed, nil
 }
 
 // listItems is GET /conversations/{id}/items: the items of the full
@@ -314,11 +316,11 @@ func (d *Door) listItems(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items, err := d.allItems(r, sess)
+	items, trimmed, err := d.allItems(r, sess)
 	if err != nil {
 		return err
 	}
-	return d.writePage(w, r, items, sess.HistoryTrimmedThrough)
+	return d.writePage(w, r, items, trimmed)
 }
 
 // writePage answers a page of items (oldest first), as the query asks:
@@ -367,7 +369,7 @@ func (d *Door) getItem(w http.ResponseWriter, r *http.Request) error {
 	if _, ok := parseItemID(id, hexOf(sess.ID)); !ok && !isApprovalID(id) {
 		return itemNotFound(sess.ID, id)
 	}
-	items, err := d.allItems(r, sess)
+	items, _, err := d.allItems(r, sess)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ const Version = 1
 type Sessions interface {
 	SessionGetOwned(ctx context.Context, tenantID, owner, id string) (store.Session, error)
 	SessionList(ctx context.Context, p store.SessionListParams) (store.SessionPage, error)
-	HistoryEach(ctx context.Context, p store.HistoryParams, fn func(seq int64, message json.RawMessage) error) error
+	HistoryEach(ctx context.Context, p store.HistoryParams, fn func(seq int64, message json.RawMessage) error) (int64, error)
 }
 
 // Config configures a Door.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 
 	"github.com/gorilla/mux"
@@ -98,13 +97,14 @@ func (d *Door) getSession(w http.ResponseWriter, r *http.Request) error {
 	bw := bufio.NewWriterSize(out, 32<<10)
 	bw.Write(head[:len(head)-1])
 	bw.WriteString(`,"history":{`)
+	var trimmed int64 // as of the full history's rows, not of sess
 	for i, t := range types {
 		if i > 0 {
 			bw.WriteByte(',')
 		}
 		fmt.Fprintf(bw, "%q:[", t)
 		n := 0
-		err := d.cfg.Sessions.HistoryEach(r.Context(), store.HistoryParams{TenantID: p.TenantID, SessionID: id, Type: t},
+		through, err := d.cfg.Sessions.HistoryEach(r.Context(), store.HistoryParams{TenantID: p.TenantID, SessionID: id, Type: t},
 			func(_ int64, msg json.RawMessage) error {
 				if n > 0 {
 					bw.WriteByte(',')
@@ -120,14 +120,17 @@ func (d *Door) getSession(w http.ResponseWriter, r *http.Request) error {
 			// Mid-body: the client must not mistake a cut history for a whole one.
 			panic(http.ErrAbortHandler)
 		}
+		if t == aap.HistoryFull {
+			trimmed = through
+		}
 		bw.WriteByte(']')
 	}
 	bw.WriteByte('}')
-	if slices.Contains(types, aap.HistoryFull) && sess.HistoryTrimmedThrough > 0 {
+	if trimmed > 0 {
 		// The tenant's retention dropped the start of the full history
 		// (docs/lifecycle.md, "Retention"): its messages up to this
 		// position, as AAP v3's history read says.
-		fmt.Fprintf(bw, `,"trimmedThrough":%d`, sess.HistoryTrimmedThrough)
+		fmt.Fprintf(bw, `,"trimmedThrough":%d`, trimmed)
 	}
 	bw.WriteString("}\n")
 	return bw.Flush()

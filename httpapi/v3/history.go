@@ -43,7 +43,7 @@ func (d *Door) getHistory(w http.ResponseWriter, r *http.Request) error {
 		fmt.Fprintf(bw, `{"history":{%q:[`, typ)
 	}
 	n := 0
-	err = d.cfg.Store.HistoryEach(r.Context(), store.HistoryParams{TenantID: tenant, SessionID: id, Type: typ},
+	trimmed, err := d.cfg.Store.HistoryEach(r.Context(), store.HistoryParams{TenantID: tenant, SessionID: id, Type: typ},
 		func(_ int64, msg json.RawMessage) error {
 			if n == 0 {
 				start()
@@ -66,10 +66,11 @@ func (d *Door) getHistory(w http.ResponseWriter, r *http.Request) error {
 		start()
 	}
 	bw.WriteString("]}")
-	if typ == aap.HistoryFull && sess.HistoryTrimmedThrough > 0 {
+	if typ == aap.HistoryFull && trimmed > 0 {
 		// The tenant's retention dropped the start of the full history
-		// (docs/lifecycle.md, "Retention"): the messages up to this seq.
-		fmt.Fprintf(bw, `,"trimmedThrough":%d`, sess.HistoryTrimmedThrough)
+		// (docs/lifecycle.md, "Retention"): the messages up to this seq,
+		// as of the rows written (not sess, read before them).
+		fmt.Fprintf(bw, `,"trimmedThrough":%d`, trimmed)
 	}
 	bw.WriteString("}\n")
 	return bw.Flush()
