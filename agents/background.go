@@ -154,6 +154,12 @@ func (r *Runner) resumedRun(agent *Agent, a *store.TurnAdopted) *turnRun {
 		usage:   Usage{InputTokens: a.Turn.InputTokens, OutputTokens: a.Turn.OutputTokens},
 		pending: a.Session.Pending, pendingCommitted: a.Session.Pending, done: make(chan struct{}),
 	}
+	if a.Step == 0 {
+		// Nothing of it committed, so its first model call is made here,
+		// forced as it was asked; after a step committed that call may
+		// have been made, and the turn goes on unforced.
+		run.force = toolChoiceOf(a.Turn.Labels)
+	}
 	run.recorder = newRecorder(r.store, a.Turn, run.stream, r.Running, func() { r.cancelTurn(ref.TurnID, store.ErrClaimLost) })
 	return run
 }

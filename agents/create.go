@@ -32,6 +32,9 @@ type CreateParams struct {
 	RequestID string
 	// Labels are stored with the first turn (StartParams.Labels).
 	Labels map[string]string
+	// ToolChoice forces the first turn's first model call to call a tool
+	// (StartParams.ToolChoice).
+	ToolChoice *ToolChoice
 }
 
 // CreateAndStart creates a session and starts its first turn, which then
@@ -67,6 +70,7 @@ func (r *Runner) CreateAndStart(ctx context.Context, p CreateParams) (*Handle, e
 	sp := StartParams{
 		TenantID: p.TenantID, SessionID: store.NewSessionID(), Owner: p.Owner, Request: p.First,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, RequestID: p.RequestID, Labels: p.Labels,
+		ToolChoice: p.ToolChoice,
 		Create: &store.SessionCreateParams{
 			TenantID: p.TenantID, Owner: p.Owner, AgentName: agent.Info.Name,
 			AgentTools: p.Session.Agent.Tools, Options: plain, SecretOptions: secret,

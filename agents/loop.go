@@ -61,6 +61,9 @@ type turnRun struct {
 	// written is the version of the session's row the turn's end wrote
 	// (zero if unknown).
 	written store.SessionVersion
+	// force is the tool call the turn forces on its next model call, its
+	// first (StartParams.ToolChoice); nil once made, or for none.
+	force *ToolChoice
 }
 
 // known is the session as the turn's end wrote it, for the session's next
@@ -98,6 +101,11 @@ func (t *turnRun) run(ctx context.Context) (aap.StopReason, error) {
 		seen, upTo := len(t.history), t.lastSeq
 		modelDone := t.runner.metrics.modelCall(ctx, t.agent, t.modelName())
 		req := t.modelRequest()
+		if t.force != nil {
+			// Only the first call is forced: the calls after it see the
+			// tools' results and decide for themselves.
+			req, t.force = t.force.force(req), nil
+		}
 		names := newToolNames(req)
 		resp, err := generate(ctx, t.agent, names.request(req), t.onDelta)
 		resp = names.response(resp)

@@ -31,6 +31,10 @@ type ModelRequest struct {
 	// Tools are the tools the model may call: enabled server tools and the
 	// session's client tools.
 	Tools []aap.ToolSpec
+	// ToolChoice, when set, forces the call to call a tool: the one it
+	// names, or any of Tools. Only a ToolForcer is sent one, and only on a
+	// turn's first call (ToolChoice.Only is already applied to Tools).
+	ToolChoice *ToolChoice
 	// Options are the session's resolved option values (defaults applied,
 	// secrets in the clear). Models read provider settings such as a
 	// per-session API key from here.

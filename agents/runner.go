@@ -171,6 +171,14 @@ type StartParams struct {
 	// Labels are stored with the turn (store.Turn.Labels): what the door's
 	// client set on it that AAP has no member for.
 	Labels map[string]string
+	// ToolChoice, when set, forces the turn's first model call to call a
+	// tool (OpenAI's tool_choice "required", a function, or allowed_tools
+	// in mode "required"); the calls after it are the model's to decide.
+	// An agent whose model cannot force a call (CanForceToolCalls), or a
+	// choice naming no tool the turn offers, is refused with a
+	// *ToolChoiceError before anything is stored. It is kept with the
+	// turn (LabelToolChoice), so a queued background turn is forced too.
+	ToolChoice *ToolChoice
 
 	// requestSpan is the span of the request that started the turn, the
 	// turn's span's parent and link (trace.go).
@@ -348,6 +356,7 @@ func (r *Runner) claim(life context.Context, ref store.TurnRef, p *StartParams) 
 		runner: r, agent: agent, turn: begun.Turn, session: begun.Session,
 		history: history, stream: newStream(), version: begun.CompactionVersion, lastSeq: begun.LastSeq,
 		pending: begun.Session.Pending, pendingCommitted: begun.Session.Pending, done: make(chan struct{}),
+		force: p.ToolChoice,
 	}
 	run.recorder = newRecorder(r.store, begun.Turn, run.stream, r.Running, func() { r.cancelTurn(ref.TurnID, store.ErrClaimLost) })
 	for i, m := range begun.Appended {
@@ -381,13 +390,16 @@ func (r *Runner) beginParams(ref store.TurnRef, p *StartParams) (params *store.T
 		TenantID: ref.TenantID, SessionID: ref.SessionID, TurnID: ref.TurnID, Stream: p.Request.Mode(),
 		Owner: r.cfg.Owner(), Lease: r.cfg.Lease, SessionOwner: p.Owner,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
-		AsyncCommit: p.awaited, Background: p.background, Create: p.Create, Labels: p.Labels,
+		AsyncCommit: p.awaited, Background: p.background, Create: p.Create, Labels: labelsWith(p.Labels, p.ToolChoice),
 		Prepare: func(sess store.Session) (store.TurnPlan, error) {
 			agent, ok := r.cfg.Agents.Get(sess.AgentName)
 			if !ok {
 				return store.TurnPlan{}, fmt.Errorf("%w: %q", ErrUnknownAgent, sess.AgentName)
 			}
 			plan, err := planTurn(agent, &sess, &p.Request, p.MessageIDs)
+			if err == nil && p.ToolChoice != nil {
+				err = checkToolChoice(agent, p.ToolChoice, &sess, &plan)
+			}
 			prep.agent, prep.plan = agent, plan
 			return plan, err
 		},

@@ -100,6 +100,9 @@ func (n toolNames) request(req ModelRequest) ModelRequest {
 		tools[i] = t
 	}
 	req.Tools = tools
+	if tc := req.ToolChoice; tc != nil && tc.Name != "" {
+		req.ToolChoice = &ToolChoice{Name: n.mapName(n.toProvider, tc.Name)}
+	}
 	msgs := make([]Message, len(req.Messages))
 	for i, m := range req.Messages {
 		msgs[i] = Message{Message: n.message(n.toProvider, m.Message), Extra: m.Extra}

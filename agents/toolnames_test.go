@@ -64,3 +64,24 @@ func TestToolNamesAProviderRefusesAreMappedAndBack(t *testing.T) {
 		t.Error("a request with acceptable names was mapped")
 	}
 }
+
+// A forced call names its tool as the model is given it: a name mapped
+// for the provider is forced by its mapped name.
+func TestAForcedToolIsNamedAsTheModelKnowsIt(t *testing.T) {
+	req := ModelRequest{
+		Tools:      []aap.ToolSpec{{Name: "fs.read", Parameters: json.RawMessage(`{}`)}, {Name: "plain", Parameters: json.RawMessage(`{}`)}},
+		Messages:   Messages(aap.UserMessage("go")),
+		ToolChoice: &ToolChoice{Name: "fs.read"},
+	}
+	sent := newToolNames(req).request(req)
+	if sent.ToolChoice == nil || sent.ToolChoice.Name != sent.Tools[0].Name || sent.ToolChoice.Name == "fs.read" {
+		t.Errorf("forced %+v, tools %+v", sent.ToolChoice, sent.Tools)
+	}
+	if req.ToolChoice.Name != "fs.read" {
+		t.Error("the request itself was changed")
+	}
+	req.ToolChoice = &ToolChoice{Name: "plain"}
+	if sent := newToolNames(req).request(req); sent.ToolChoice.Name != "plain" {
+		t.Errorf("an acceptable name was mapped: %+v", sent.ToolChoice)
+	}
+}

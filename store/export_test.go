@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -22,4 +23,23 @@ func DropSessionListTenantFilter(t testing.TB) {
 		t.Fatal("SessionList's statement has no tenant filter to drop")
 	}
 	t.Cleanup(func() { sessionListQuery = sessionListSQL })
+}
+
+// UsageSlotsOfConnections holds n of the store's connections at once and
+// returns the usage slot each took as it started (usage.go).
+func (s *Store) UsageSlotsOfConnections(ctx context.Context, n int) ([]string, error) {
+	var slots []string
+	for range n {
+		conn, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Release()
+		var slot string
+		if err := conn.QueryRow(ctx, `SELECT current_setting('`+usageSlotParam+`', true)`).Scan(&slot); err != nil {
+			return nil, err
+		}
+		slots = append(slots, slot)
+	}
+	return slots, nil
 }

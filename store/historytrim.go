@@ -38,6 +38,8 @@ import (
 //     seq, so a turn is inside the prefix once the next turn's first_seq
 //     is at most one past it (conservative: messages written between
 //     turns, outside any, keep the turn before them until the next trim).
+//     Migration 00041 applied this rule once to the sessions trimmed
+//     before trims did.
 
 // trimmedLog is the stored log (turns.events) of a turn trimmed with the
 // full history: an object, where a log is always an array.

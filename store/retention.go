@@ -86,9 +86,13 @@ func (s *Store) RetentionLead(ctx context.Context, fn func(ctx context.Context) 
 // worker, or a claim a dead process left until the next turn takes it
 // over — is not idle.
 func (s *Store) SessionsIdle(ctx context.Context, tenantID string, before time.Time, limit int) ([]string, error) {
+	// sessions_idle indexes the UTC day of updated_at (00043), not the
+	// instant, so that a turn's updates of its session stay HOT: the day
+	// finds the candidates in the index, the instant decides.
 	rows, err := s.tenant(tenantID).Query(ctx, `SELECT id FROM sessions
-		WHERE tenant_id = $1 AND updated_at < $2 AND active_turn_id IS NULL
-		ORDER BY updated_at LIMIT $3`, tenantID, before, limit)
+		WHERE tenant_id = $1 AND updated_day <= ($2::timestamptz AT TIME ZONE 'UTC')::date
+		  AND updated_at < $2 AND active_turn_id IS NULL
+		ORDER BY updated_day, updated_at LIMIT $3`, tenantID, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find idle sessions: %w", interpretError(err))
 	}

@@ -74,7 +74,8 @@ type Store struct {
 // fails if the database cannot be reached.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	appRole, choresRole := cmp.Or(cfg.AppRole, DefaultAppRole), cmp.Or(cfg.ChoresRole, DefaultChoresRole)
-	pool, err := openPool(ctx, cfg, appRole, cfg.MaxConns)
+	slots := newUsageSlots()
+	pool, err := openPool(ctx, cfg, appRole, cfg.MaxConns, slots)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +87,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open database %s: %w", redactURL(cfg.DatabaseURL), err)
 	}
 	// The chores are few and short: a pool of a quarter of the size.
-	chores, err := openPool(ctx, cfg, choresRole, max(2, pool.Config().MaxConns/4))
+	chores, err := openPool(ctx, cfg, choresRole, max(2, pool.Config().MaxConns/4), slots)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -103,8 +104,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 }
 
 // openPool opens a pool of connections that take role as they start (a
-// parameter of the connection's start: no round trip more).
-func openPool(ctx context.Context, cfg Config, role string, maxConns int32) (*pgxpool.Pool, error) {
+// parameter of the connection's start: no round trip more), each with
+// its own slot of the usage rollup from slots (usage.go), set the same way.
+func openPool(ctx context.Context, cfg Config, role string, maxConns int32, slots *usageSlots) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
@@ -113,6 +115,10 @@ func openPool(ctx context.Context, cfg Config, role string, maxConns int32) (*pg
 		pcfg.MaxConns = maxConns
 	}
 	pcfg.ConnConfig.RuntimeParams["role"] = role
+	pcfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		cc.RuntimeParams[usageSlotParam] = slots.next()
+		return nil
+	}
 	if t := queryTracer(cfg); t != nil {
 		pcfg.ConnConfig.Tracer = t
 	}

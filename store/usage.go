@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,20 +23,28 @@ type UsageRow struct {
 // usageRollup adds turns of one session ($1 tenant, $2 session) that
 // match a condition to usage_daily, on the row of their begin day (UTC),
 // their session's agent and the connection's slot, with the turn count and
-// tokens each has so far. A day's usage of an agent is spread over 16
-// slots: each connection adds to the slot of its backend pid, so that
-// turns ending at once on different connections do not queue for one row
-// lock; the report adds the slots up, reading at most 16 rows a day and
-// agent however many turns there were. Each turn is added once, in the
-// transaction that ends it (TurnFinish, queueEnd) or, if its session is
-// deleted before it ends, in the deletion's (deleteSession): a usage
-// report reads usage_daily alone, and deleting a session never shrinks it.
-// Each condition is a statement of its own, so that a prepared statement's
-// generic plan reads the one turn by its key.
+// tokens each has so far. A day's usage of an agent is spread over
+// usageSlotCount slots, and each connection of a process adds to a slot of
+// its own (usageSlots, set as the connection starts), so that turns ending
+// at once on different connections do not queue for one row lock, which a
+// turn's end holds until its commit's disk flush. Slots chosen by backend
+// pid (pg_backend_pid() % 16, before) collided: at 8 clients the rollup's
+// statement waited 1–3 ms a turn on another connection's commit
+// (docs/benchmarks.md). A connection without the setting (a Citus
+// worker's, running the statement for the coordinator) falls back to its
+// backend pid. The report adds the slots up, reading at most
+// usageSlotCount rows a day and agent however many turns there were. Each
+// turn is added once, in the transaction that ends it (TurnFinish,
+// queueEnd) or, if its session is deleted before it ends, in the
+// deletion's (deleteSession): a usage report reads usage_daily alone, and
+// deleting a session never shrinks it. Each condition is a statement of
+// its own, so that a prepared statement's generic plan reads the one turn
+// by its key.
 const (
 	usageRollupHead = `
 	INSERT INTO usage_daily AS u (tenant_id, day, agent_name, slot, turns, input_tokens, output_tokens)
-	SELECT t.tenant_id, (t.created_at AT TIME ZONE 'UTC')::date, s.agent_name, pg_backend_pid() % 16,
+	SELECT t.tenant_id, (t.created_at AT TIME ZONE 'UTC')::date, s.agent_name,
+		coalesce(nullif(current_setting('` + usageSlotParam + `', true), '')::smallint, pg_backend_pid() % ` + usageSlotCountSQL + `),
 		count(*), sum(t.input_tokens), sum(t.output_tokens)
 	FROM turns t JOIN sessions s ON s.tenant_id = t.tenant_id AND s.id = t.session_id
 	WHERE t.tenant_id = $1 AND t.session_id = $2 AND `
@@ -50,6 +61,30 @@ const (
 	// usageRunningSQL adds the session's turn still running, if any.
 	usageRunningSQL = usageRollupHead + `t.status = 'running'` + usageRollupTail
 )
+
+// usageSlotParam is the setting that holds a connection's slot;
+// usageSlotCount the number of slots.
+const (
+	usageSlotParam    = "aapd.usage_slot"
+	usageSlotCount    = 64
+	usageSlotCountSQL = "64"
+)
+
+// usageSlots hands out the slots of a process's connections in turn,
+// starting at a random one, so that two replicas' connections seldom share
+// one either.
+type usageSlots struct{ n atomic.Uint32 }
+
+func newUsageSlots() *usageSlots {
+	s := &usageSlots{}
+	s.n.Store(rand.Uint32N(usageSlotCount))
+	return s
+}
+
+// next is the slot of the next connection, as the setting's text.
+func (s *usageSlots) next() string {
+	return strconv.Itoa(int(s.n.Add(1) % usageSlotCount))
+}
 
 // usageTurnEnded is the statement adding a turn that ends in the
 // transaction to its tenant's usage (usageRollup), once: queued after

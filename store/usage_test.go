@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +154,28 @@ func TestUsageReportReadsNoTurns(t *testing.T) {
 	}
 	if !strings.Contains(plan, "usage_daily") {
 		t.Errorf("the usage report does not read usage_daily:\n%s", plan)
+	}
+}
+
+// Turns ending at once on different connections must not queue for one
+// row of usage_daily: each connection of a process adds to a slot of its
+// own (slots by backend pid collided, and a turn's end waited there for
+// another's commit).
+func TestEachConnectionAddsToAUsageSlotOfItsOwn(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	slots, err := st.UsageSlotsOfConnections(context.Background(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, s := range slots {
+		if n, err := strconv.Atoi(s); err != nil || n < 0 || n >= 64 {
+			t.Fatalf("slots %v: %q is not a slot", slots, s)
+		}
+		if seen[s] {
+			t.Fatalf("slots %v: two connections share slot %s", slots, s)
+		}
+		seen[s] = true
 	}
 }

@@ -35,6 +35,13 @@ func (m *Model) params(req agents.ModelRequest) (anthropic.MessageNewParams, err
 		Messages:  messages,
 		Tools:     tools,
 	}
+	if tc := req.ToolChoice; tc != nil && len(tools) > 0 {
+		if tc.Name != "" {
+			p.ToolChoice = anthropic.ToolChoiceParamOfTool(tc.Name)
+		} else {
+			p.ToolChoice = anthropic.ToolChoiceUnionParam{OfAny: &anthropic.ToolChoiceAnyParam{}}
+		}
+	}
 	if m.cfg.Temperature != nil {
 		p.Temperature = param.NewOpt(*m.cfg.Temperature)
 	}

@@ -258,3 +258,51 @@ func TestNewValidatesConfig(t *testing.T) {
 		t.Errorf("MaxRetries -1 gives %d retries, want 0", m.maxRetries)
 	}
 }
+
+// A forced call is sent as the Messages API's tool_choice: "any" for any
+// tool, "tool" with its name for one; a call forced with no tool to call,
+// and every call not forced, sends none (the API's default, auto). A
+// model that thinks cannot force a call: the API refuses it with
+// extended thinking.
+func TestToolChoiceIsSentWhenACallIsForced(t *testing.T) {
+	tools := []aap.ToolSpec{{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}
+	for _, tc := range []struct {
+		name   string
+		tools  []aap.ToolSpec
+		choice *agents.ToolChoice
+		want   string // the body's tool_choice; "" for none
+	}{
+		{"not forced", tools, nil, ""},
+		{"any tool", tools, &agents.ToolChoice{}, `{"type":"any"}`},
+		{"one tool", tools, &agents.ToolChoice{Name: "get_weather"}, `{"type":"tool","name":"get_weather"}`},
+		{"no tool to call", nil, &agents.ToolChoice{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, sse(textStream("ok")...))
+			m := f.model(Config{})
+			req := agents.ModelRequest{Messages: []agents.Message{{Message: aap.UserMessage("weather?")}}, Tools: tc.tools, ToolChoice: tc.choice}
+			if _, err := m.Generate(context.Background(), req, nil); err != nil {
+				t.Fatal(err)
+			}
+			got, sent := f.body(0)["tool_choice"]
+			switch {
+			case tc.want == "" && sent:
+				t.Errorf("tool_choice %v sent, want none", got)
+			case tc.want != "" && !sameJSON(t, mustJSON(t, got), tc.want):
+				t.Errorf("tool_choice %s, want %s", mustJSON(t, got), tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		cfg  Config
+		want bool
+	}{
+		{Config{}, true},
+		{Config{ThinkingBudget: 2048}, false},
+		{Config{AdaptiveThinking: true}, false},
+	} {
+		if got := newFake(t, sse(textStream("ok")...)).model(tc.cfg).ForcesToolCalls(); got != tc.want {
+			t.Errorf("%+v: ForcesToolCalls %v, want %v", tc.cfg, got, tc.want)
+		}
+	}
+}

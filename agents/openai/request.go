@@ -40,6 +40,9 @@ func (m *Model) params(req agents.ModelRequest) (sdk.ChatCompletionNewParams, er
 		Tools:         tools,
 		StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)},
 	}
+	if tc := req.ToolChoice; tc != nil && len(tools) > 0 {
+		p.ToolChoice = toolChoice(tc.Name)
+	}
 	if m.cfg.Temperature != nil {
 		p.Temperature = sdk.Float(*m.cfg.Temperature)
 	}
@@ -232,4 +235,15 @@ func functionTools(specs []aap.ToolSpec) ([]sdk.ChatCompletionToolUnionParam, er
 		tools = append(tools, sdk.ChatCompletionFunctionTool(def))
 	}
 	return tools, nil
+}
+
+// toolChoice forces a call: of the function named, or of any ("required").
+// The named form is chat completions' own, which the compatible servers
+// that force calls (vLLM, llama.cpp's server, LiteLLM) take as OpenAI does.
+func toolChoice(name string) sdk.ChatCompletionToolChoiceOptionUnionParam {
+	if name == "" {
+		return sdk.ChatCompletionToolChoiceOptionUnionParam{OfAuto: sdk.String(string(sdk.ChatCompletionToolChoiceOptionAutoRequired))}
+	}
+	return sdk.ChatCompletionToolChoiceOptionUnionParam{OfFunctionToolChoice: &sdk.ChatCompletionNamedToolChoiceParam{
+		Function: sdk.ChatCompletionNamedToolChoiceFunctionParam{Name: name}}}
 }

@@ -284,3 +284,41 @@ func TestNewRejects(t *testing.T) {
 		t.Errorf("defaults: %+v, %v", m.cfg, err)
 	}
 }
+
+// A forced call is sent as chat completions' tool_choice: "required" for
+// any tool, the named form for one; a call forced with no tool to call,
+// and every call not forced, sends none (the provider's default, auto).
+func TestToolChoiceIsSentWhenACallIsForced(t *testing.T) {
+	tools := []aap.ToolSpec{{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}
+	for _, tc := range []struct {
+		name   string
+		tools  []aap.ToolSpec
+		choice *agents.ToolChoice
+		want   any // the body's tool_choice; nil for none
+	}{
+		{"not forced", tools, nil, nil},
+		{"any tool", tools, &agents.ToolChoice{}, "required"},
+		{"one tool", tools, &agents.ToolChoice{Name: "get_weather"}, map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}},
+		{"no tool to call", nil, &agents.ToolChoice{}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, okStream)
+			m, _ := f.model(Config{})
+			req := userRequest("weather?")
+			req.Tools, req.ToolChoice = tc.tools, tc.choice
+			if _, err := m.Generate(context.Background(), req, nil); err != nil {
+				t.Fatal(err)
+			}
+			got, sent := f.last().body["tool_choice"]
+			if tc.want == nil && sent {
+				t.Fatalf("tool_choice %v sent, want none", got)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("tool_choice %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+	if !(&Model{}).ForcesToolCalls() {
+		t.Error("the OpenAI-compatible model says it cannot force a call")
+	}
+}

@@ -13,6 +13,8 @@ import (
 
 	openaisdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/aapd/aapd/aapclient"
 )
 
 // What the OpenAI door does with a response's instructions and
@@ -154,12 +156,13 @@ func TestOpenAIToolChoiceOffersTheFunctionsItAllows(t *testing.T) {
 }
 
 // A tool_choice that forces a call ("required", one function,
-// allowed_tools in mode "required") is refused: the agent's model decides
-// whether it calls a tool.
+// allowed_tools in mode "required") is refused by an agent whose model
+// cannot force one — the echo agent, whose answers follow its directives.
 func TestOpenAIToolChoiceThatForcesACallIsRefused(t *testing.T) {
 	t.Parallel()
 	s := startParallelServer(t)
-	api := s.newTenant(t).openai()
+	c := s.newTenant(t)
+	api := c.openai()
 	for _, tc := range []struct {
 		choice responses.ResponseNewParamsToolChoiceUnion
 		param  string
@@ -169,10 +172,104 @@ func TestOpenAIToolChoiceThatForcesACallIsRefused(t *testing.T) {
 		{responses.ResponseNewParamsToolChoiceUnion{OfAllowedTools: &responses.ToolChoiceAllowedParam{Mode: responses.ToolChoiceAllowedModeRequired,
 			Tools: []map[string]any{{"type": "function", "name": "a"}}}}, "tool_choice.mode"},
 	} {
-		_, err := api.Responses.New(context.Background(), responses.ResponseNewParams{Model: "echo", Tools: []responses.ToolUnionParam{function("a")},
-			ToolChoice: tc.choice, Input: responses.ResponseNewParamsInputUnion{OfString: openaisdk.String("hi")}})
-		if e := apiErr(t, err); e.StatusCode != http.StatusBadRequest || e.Param != tc.param || !strings.Contains(e.Message, "forces a call") {
-			t.Errorf("%s: %d %s", tc.param, e.StatusCode, e.RawJSON())
+		for _, background := range []bool{false, true} {
+			_, err := api.Responses.New(context.Background(), responses.ResponseNewParams{Model: "echo", Tools: []responses.ToolUnionParam{function("a")},
+				ToolChoice: tc.choice, Background: openaisdk.Bool(background), Input: responses.ResponseNewParamsInputUnion{OfString: openaisdk.String("hi")}})
+			e := apiErr(t, err)
+			if e.StatusCode != http.StatusBadRequest || e.Param != tc.param || e.Code != "unsupported_value" || !strings.Contains(e.Message, "forces a call") {
+				t.Errorf("%s (background %v): %d %s", tc.param, background, e.StatusCode, e.RawJSON())
+			}
+		}
+	}
+	if list := c.listSessions(aapclient.ListOptions{}); len(list.Sessions) != 0 {
+		t.Errorf("a refused response left %d conversations", len(list.Sessions))
+	}
+}
+
+// forcingServer starts aapd with an agent "bot" on a fake OpenAI provider
+// and the calculator: to each response the model calls the calculator,
+// then answers once it has its result — two model calls in one turn.
+func forcingServer(t *testing.T, responses int) (*client, *fakeProvider) {
+	t.Helper()
+	var script []string
+	for range responses {
+		script = append(script,
+			openaiCompletion(`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"calculator","arguments":"{\"expression\":\"6*7\"}"}}]}`, "tool_calls", ""),
+			openaiCompletion(`{"role":"assistant","content":"42"}`, "stop", ""))
+	}
+	fake := &fakeProvider{t: t, script: script}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	cfg := fmt.Sprintf(`agents:
+  - name: bot
+    system_prompt: "Be brief."
+    model:
+      provider: openai
+      base_url: %s/v1
+      api_key: server-key
+      models: [model-a]
+      max_retries: 0
+      timeout: 5s
+    tools:
+      builtin: [calculator]
+`, srv.URL)
+	path := filepath.Join(t.TempDir(), "agents.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startParallelServer(t, func(c *Config) { c.AgentsFile = path })
+	return s.newTenant(t), fake
+}
+
+// A tool_choice that forces a call reaches the agent's model, on the
+// response's first model call only (as OpenAI's agents force it): the
+// call after the tool's result is the model's to decide, offered every
+// tool again. "required" is chat completions' "required", one function
+// its named choice, allowed_tools in mode "required" a "required" call
+// offered only the functions listed.
+func TestOpenAIToolChoiceThatForcesACallReachesTheModel(t *testing.T) {
+	t.Parallel()
+	c, fake := forcingServer(t, 3)
+	api := c.openai()
+	ctx := context.Background()
+	tools := []responses.ToolUnionParam{function("a"), function("b")}
+	all := []string{"calculator", "a", "b"}
+	for i, tc := range []struct {
+		choice     responses.ResponseNewParamsToolChoiceUnion
+		want       any // the first call's tool_choice
+		firstTools []string
+	}{
+		{responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: openaisdk.Opt(responses.ToolChoiceOptionsRequired)}, "required", all},
+		{responses.ResponseNewParamsToolChoiceUnion{OfFunctionTool: &responses.ToolChoiceFunctionParam{Name: "b"}},
+			map[string]any{"type": "function", "function": map[string]any{"name": "b"}}, all},
+		{responses.ResponseNewParamsToolChoiceUnion{OfAllowedTools: &responses.ToolChoiceAllowedParam{Mode: responses.ToolChoiceAllowedModeRequired,
+			Tools: []map[string]any{{"type": "function", "name": "b"}}}}, "required", []string{"b"}},
+	} {
+		resp, err := api.Responses.New(ctx, responses.ResponseNewParams{Model: "bot", Tools: tools, ToolChoice: tc.choice,
+			Input: responses.ResponseNewParamsInputUnion{OfString: openaisdk.String("what is 6*7?")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.OutputText() != "42" {
+			t.Errorf("choice %d: answered %q", i, resp.OutputText())
+		}
+		first, _ := fake.request(2 * i)
+		if got := first["tool_choice"]; !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("choice %d: the first call's tool_choice %#v, want %#v", i, got, tc.want)
+		}
+		if _, got := sent(t, fake, 2*i); !reflect.DeepEqual(got, tc.firstTools) {
+			t.Errorf("choice %d: the first call offered %q, want %q", i, got, tc.firstTools)
+		}
+		later, _ := fake.request(2*i + 1)
+		if got, ok := later["tool_choice"]; ok {
+			t.Errorf("choice %d: the call after the tool's result was forced too: %#v", i, got)
+		}
+		want := all
+		if i == 2 {
+			want = []string{"calculator", "b"} // allowed_tools keeps the session's functions to those listed
+		}
+		if _, got := sent(t, fake, 2*i+1); !reflect.DeepEqual(got, want) {
+			t.Errorf("choice %d: the call after the tool's result offered %q, want %q", i, got, want)
 		}
 	}
 }

@@ -179,18 +179,9 @@ func TestRetentionSweepOnceFromTheCLI(t *testing.T) {
 func TestFullHistoryReadSaysWhereItWasTrimmed(t *testing.T) {
 	t.Parallel()
 	s := startParallelServer(t)
-	ctx := context.Background()
 	tn := storetest.NewTenant(t, s.Store)
 	c := &client{t: t, base: s.base, key: tn.Key}
-	conv := storetest.NewConversation(t, s.Store, tn.ID, store.SessionCreateParams{})
-	for i := range 4 {
-		conv.Say(fmt.Sprintf("q%d", i), fmt.Sprintf("a%d", i))
-	}
-	conv.Compact(6)
-	storetest.Exec(t, storetest.URL(t), `UPDATE messages SET created_at = now() - interval '40 days' WHERE tenant_id = $1 AND session_id = $2`, tn.ID, conv.ID)
-	if tr, err := s.Store.SessionTrimHistory(ctx, tn.ID, conv.ID, time.Now().Add(-30*retentionDay), 100); err != nil || tr.Through != 6 {
-		t.Fatalf("trim: %+v, %v; want through 6", tr, err)
-	}
+	conv := trimmedConversation(t, s, tn.ID)
 	var full struct {
 		History        map[string][]aap.Message `json:"history"`
 		TrimmedThrough *int64                   `json:"trimmedThrough"`
@@ -212,4 +203,17 @@ func TestFullHistoryReadSaysWhereItWasTrimmed(t *testing.T) {
 	if r.StatusCode != http.StatusConflict || r.problem(t)["type"] != aapclient.ProblemHistoryTrimmed {
 		t.Errorf("fork inside the trimmed prefix: %d %s; want 409 history-trimmed", r.StatusCode, r.body)
 	}
+}
+
+// trimmedConversation is a session of four turns (q0 answered a0, … q3
+// answered a3: seqs 1 to 8) whose full history retention trimmed through
+// 6: it reads q3 and a3, and says it was trimmed through 6.
+func trimmedConversation(t *testing.T, s *testServer, tenantID string) *storetest.Conversation {
+	t.Helper()
+	conv := storetest.NewConversation(t, s.Store, tenantID, store.SessionCreateParams{})
+	for i := range 4 {
+		conv.Say(fmt.Sprintf("q%d", i), fmt.Sprintf("a%d", i))
+	}
+	conv.Trim(storetest.URL(t), 6)
+	return conv
 }

@@ -211,20 +211,11 @@ func sameMessages(t *testing.T, what string, got, want []aap.Message) {
 func TestEveryDoorsHistoryReadSaysWhereTheFullHistoryWasTrimmed(t *testing.T) {
 	t.Parallel()
 	s := startParallelServer(t)
-	ctx := context.Background()
 	tn := storetest.NewTenant(t, s.Store)
 	c := &client{t: t, base: s.base, key: tn.Key}
-	conv := storetest.NewConversation(t, s.Store, tn.ID, store.SessionCreateParams{})
-	for i := range 4 {
-		conv.Say(fmt.Sprintf("q%d", i), fmt.Sprintf("a%d", i))
-	}
-	conv.Compact(6)
+	conv := trimmedConversation(t, s, tn.ID)
 	whole := storetest.NewConversation(t, s.Store, tn.ID, store.SessionCreateParams{})
 	whole.Say("q0", "a0")
-	storetest.Exec(t, storetest.URL(t), `UPDATE messages SET created_at = now() - interval '40 days' WHERE tenant_id = $1`, tn.ID)
-	if tr, err := s.Store.SessionTrimHistory(ctx, tn.ID, conv.ID, time.Now().Add(-30*retentionDay), 100); err != nil || tr.Through != 6 {
-		t.Fatalf("trim: %+v, %v; want through 6", tr, err)
-	}
 
 	var v1 struct {
 		History struct {

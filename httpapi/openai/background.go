@@ -61,6 +61,7 @@ func (d *Door) startNewBackground(r *http.Request, in *turnInput, create aap.Cre
 	h, err := d.cfg.Runner.StartBackground(r.Context(), agents.StartParams{
 		TenantID: sess.TenantID, SessionID: sess.ID, Owner: sess.Owner, Request: first,
 		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()), Labels: in.labels(),
+		ToolChoice: in.choice,
 	})
 	if err != nil && !replayed && r.Context().Err() == nil {
 		d.forget(r, sess)

@@ -73,6 +73,8 @@ func FuzzCreateResponse(f *testing.F) {
 		`{"model":"nope","input":"hi"}`,
 		`{"model":"echo","input":[{"role":"robot","content":"hi"}]}`,
 		`{"model":"echo","input":"hi","tool_choice":"required"}`,
+		`{"model":"echo","input":"hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"f"}}`,
+		`{"model":"echo","input":"hi","tools":[{"type":"function","name":"f"},{"type":"function","name":"g"}],"tool_choice":{"type":"allowed_tools","mode":"required","tools":[{"type":"function","name":"g"}]}}`,
 		`[]`,
 	} {
 		f.Add([]byte(s))
@@ -94,6 +96,7 @@ func FuzzCreateResponse(f *testing.F) {
 		sameJSON(t, "the request", in.req, again.req)
 		sameJSON(t, "the messages", in.messages, again.messages)
 		sameJSON(t, "the tools", in.tools, again.tools)
+		sameJSON(t, "the tool choice", in.choice, again.choice)
 		if in.convID != again.convID || in.prev != again.prev || in.store != again.store ||
 			in.stream != again.stream || in.background != again.background {
 			t.Fatalf("round trip changed the request's mode:\n%+v\n%+v", in, again)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/aapd/aapd/aap"
@@ -78,6 +79,10 @@ type turnInput struct {
 	// forked is set once the turn runs on a fork of the previous
 	// response's session (it was not that session's latest).
 	forked bool
+	// choice is the call tool_choice forces (nil: none), and choiceParam
+	// the parameter that forced it, named when the agent refuses it.
+	choice      *agents.ToolChoice
+	choiceParam string
 }
 
 // mode is the stream mode of the input's turn on agent a.
@@ -157,7 +162,7 @@ func (d *Door) decode(body []byte) (*turnInput, error) {
 			in.tools = append(in.tools, spec)
 		}
 	}
-	if err := checkToolChoice(req.ToolChoice, &in.tools); err != nil {
+	if err := in.toolChoice(req.ToolChoice); err != nil {
 		return nil, err
 	}
 	return in, nil
@@ -203,13 +208,13 @@ func functionTool(i int, t toolParam) (aap.ToolSpec, error) {
 	return spec, nil
 }
 
-// checkToolChoice honours what the agent loop can: "auto" (the default),
-// "none" (no function is offered to the model) and allowed_tools in mode
-// "auto" (only the functions listed are offered). A choice that forces a
-// call ("required", a function, allowed_tools in mode "required") is
-// refused: the agent's model decides whether it calls a tool, and aapd
-// cannot make it.
-func checkToolChoice(raw json.RawMessage, tools *[]aap.ToolSpec) error {
+// toolChoice reads tool_choice: "auto" (the default), "none" (no function
+// is offered to the model), allowed_tools (only the functions listed are
+// offered), and the choices that force a call — "required", a function
+// ({"type":"function","name":…}), allowed_tools in mode "required" — which
+// set in.choice for the pipeline (agents.StartParams.ToolChoice) and
+// in.choiceParam for its refusal by an agent that cannot force one.
+func (in *turnInput) toolChoice(raw json.RawMessage) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
@@ -217,42 +222,73 @@ func checkToolChoice(raw json.RawMessage, tools *[]aap.ToolSpec) error {
 	if err := json.Unmarshal(raw, &s); err == nil {
 		switch s {
 		case "auto":
-			return nil
 		case "none":
-			*tools = []aap.ToolSpec{}
-			return nil
+			in.tools = []aap.ToolSpec{}
+		case "required":
+			in.choice, in.choiceParam = &agents.ToolChoice{}, "tool_choice"
+		default:
+			return invalid("tool_choice", `must be "auto", "none", "required" or an object, not %q`, s)
 		}
-		return unsupported("tool_choice", `%q forces a call, which aapd cannot: it takes "auto", "none" and allowed_tools in mode "auto"`, s)
+		return nil
 	}
 	var obj struct {
 		Type  string `json:"type"`
+		Name  string `json:"name"`
 		Mode  string `json:"mode"`
 		Tools []struct {
 			Type string `json:"type"`
 			Name string `json:"name"`
 		} `json:"tools"`
 	}
-	if err := json.Unmarshal(raw, &obj); err != nil || obj.Type != "allowed_tools" {
-		return unsupported("tool_choice", `a choice of one tool forces a call, which aapd cannot: it takes "auto", "none" and allowed_tools in mode "auto"`)
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return invalid("tool_choice", "must be a string or an object: %v", err)
 	}
-	if obj.Mode != "auto" {
-		return unsupported("tool_choice.mode", `allowed_tools in mode %q forces a call, which aapd cannot: mode "auto" offers the tools listed`, obj.Mode)
+	switch obj.Type {
+	case "function":
+		if !aap.ValidToolName(obj.Name) {
+			return invalid("tool_choice.name", "must be %s", aap.ToolNameRule)
+		}
+		in.choice, in.choiceParam = &agents.ToolChoice{Name: obj.Name}, "tool_choice"
+		return nil
+	case "allowed_tools":
+	default:
+		return unsupported("tool_choice.type", `aapd's tool choices are "auto", "none", "required", a function and allowed_tools (its own tools are the agent's), not %q`, obj.Type)
 	}
-	allowed := map[string]bool{}
+	allowed := []string{}
 	for i, t := range obj.Tools {
 		if t.Type != "function" {
 			return unsupported("tool_choice.tools["+strconv.Itoa(i)+"].type", "aapd's allowed tools are functions (its own tools are the agent's), not %q", t.Type)
 		}
-		allowed[t.Name] = true
+		allowed = append(allowed, t.Name)
+	}
+	switch obj.Mode {
+	case "auto":
+	case "required":
+		in.choice, in.choiceParam = &agents.ToolChoice{Only: allowed}, "tool_choice.mode"
+	default:
+		return invalid("tool_choice.mode", `must be "auto" or "required", not %q`, obj.Mode)
 	}
 	offered := []aap.ToolSpec{}
-	for _, t := range *tools {
-		if allowed[t.Name] {
+	for _, t := range in.tools {
+		if slices.Contains(allowed, t.Name) {
 			offered = append(offered, t)
 		}
 	}
-	*tools = offered
+	in.tools = offered
 	return nil
+}
+
+// refusal is the door's answer to a turn the pipeline refused: a tool
+// choice the agent cannot honour is named as the request named it.
+func (in *turnInput) refusal(err error) error {
+	var tc *agents.ToolChoiceError
+	switch {
+	case !errors.As(err, &tc):
+		return err
+	case tc.Unsupported:
+		return unsupported(in.choiceParam, "this tool_choice forces a call, which agent %q cannot: its model decides whether it calls a tool (docs/protocols.md names the agents that can)", tc.Agent)
+	}
+	return invalid(in.choiceParam, "%s", tc.Msg)
 }
 
 func (d *Door) agentNames() string {
@@ -352,7 +388,7 @@ func (d *Door) createResponse(w http.ResponseWriter, r *http.Request) error {
 		h, sess, err = d.startOn(r, in, key, hash)
 	}
 	if err != nil {
-		return err
+		return in.refusal(err)
 	}
 	d.edge.Started(w, r, h)
 	if !in.store {
@@ -412,7 +448,7 @@ func (d *Door) startNew(r *http.Request, in *turnInput, key string, hash []byte)
 		TenantID: httpapi.TenantOf(r), Owner: httpapi.OwnerOf(r),
 		Session: aap.CreateSessionRequest{Agent: cfg, Messages: msgs[:n], Tools: in.tools},
 		First:   first, IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()),
-		Labels: in.labels(),
+		Labels: in.labels(), ToolChoice: in.choice,
 	})
 	if err != nil {
 		return nil, store.Session{}, err
@@ -472,6 +508,7 @@ func (d *Door) startOn(r *http.Request, in *turnInput, key string, hash []byte) 
 	h, err := start(r.Context(), agents.StartParams{
 		TenantID: sess.TenantID, SessionID: sess.ID, Owner: httpapi.OwnerOf(r), Request: req,
 		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()), Labels: in.labels(),
+		ToolChoice: in.choice,
 	})
 	if err != nil && in.forked {
 		// The fork was made for this turn only.

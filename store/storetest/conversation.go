@@ -170,6 +170,22 @@ func (c *Conversation) Compact(toSeq int64) {
 	c.compactedAt, c.ToSeqs = append(c.compactedAt, len(c.states)-1), append(c.ToSeqs, toSeq)
 }
 
+// Trim compacts the session through through (Compact), makes its messages
+// 40 days old, and trims its full history as a 30-day policy does
+// (store.SessionTrimHistory), on the database at dbURL, the session's:
+// its full history then starts after through. The test fails unless it
+// was trimmed that far.
+func (c *Conversation) Trim(dbURL string, through int64) {
+	c.T.Helper()
+	c.Compact(through)
+	Exec(c.T, dbURL, `UPDATE messages SET created_at = now() - interval '40 days' WHERE tenant_id = $1 AND session_id = $2`,
+		c.TenantID, c.ID)
+	tr, err := c.Store.SessionTrimHistory(context.Background(), c.TenantID, c.ID, time.Now().Add(-30*24*time.Hour), 1000)
+	if err != nil || tr.Through != through || tr.More {
+		c.T.Fatalf("trim session %s: %+v, %v; want it trimmed through %d", c.ID, tr, err, through)
+	}
+}
+
 // WantCompacted is the compacted history as it stood at point p: the
 // state once message p was written and the last compaction p carries had
 // run, without what follows p; carried is how many compactions p carries.
