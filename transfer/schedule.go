@@ -32,6 +32,9 @@ func (v *validator) scheduleLine(line []byte) (store.ImportPart, error) {
 	if _, err := spec.Parse(sc.Cron, sc.Timezone, sc.Every); err != nil {
 		return store.ImportPart{}, v.lr.errAt(RuleValue, "schedule %s: %v", l.ID, err)
 	}
+	if len(l.Messages) > spec.MaxMessagesBytes {
+		return store.ImportPart{}, v.lr.errAt(RuleValue, "schedule %s: its turn has %d bytes, more than a schedule's may have (%d)", l.ID, len(l.Messages), spec.MaxMessagesBytes)
+	}
 	turn, err := json.Marshal(map[string]any{"messages": l.Messages, "stream": l.Stream})
 	if err == nil {
 		err = json.Unmarshal(turn, &sc.Request)

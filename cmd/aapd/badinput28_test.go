@@ -205,6 +205,14 @@ func TestWaveRoutesAnswerBadInputWithA4xxNeverA5xx(t *testing.T) {
 		{name: "turn events: after huge", method: "GET", path: "/sessions/{sid}/turns/{tid}/events?after=99999999999999999999", status: bad, slug: invalid, field: "after"},
 		{name: "turn events: Last-Event-ID beyond the log", method: "GET", path: "/sessions/{sid}/turns/{tid}/events", headers: []string{"Last-Event-ID", "9223372036854775807"}, status: bad, slug: invalid, field: "Last-Event-ID"},
 
+		// ---- AG-UI: ids a client may send by mistake (issue 28).
+		{name: "ag-ui: threadId with a NUL", method: "POST", path: "/ag-ui/agents/echo", body: `{"threadId":"t\u0000","runId":"r","messages":[{"id":"m","role":"user","content":"hi"}]}`, status: bad, slug: invalid, field: "threadId"},
+		{name: "ag-ui: threadId not UTF-8", method: "POST", path: "/ag-ui/agents/echo", body: `{"threadId":"t` + "\xff\xfe" + `","runId":"r","messages":[{"id":"m","role":"user","content":"hi"}]}`, status: bad, slug: invalid, field: "threadId"},
+		{name: "ag-ui: runId not UTF-8", method: "POST", path: "/ag-ui/agents/echo", body: `{"threadId":"t28","runId":"r` + "\xc3\x28" + `","messages":[{"id":"m","role":"user","content":"hi"}]}`, status: bad, slug: invalid, field: "runId"},
+		{name: "ag-ui: runId with a NUL", method: "POST", path: "/ag-ui/agents/echo", body: `{"threadId":"t28","runId":"\u0000","messages":[{"id":"m","role":"user","content":"hi"}]}`, status: bad, slug: invalid, field: "runId"},
+		{name: "ag-ui: threadId huge", method: "POST", path: "/ag-ui/agents/echo", body: `{"threadId":"` + strings.Repeat("t", 100_000) + `","runId":"r","messages":[{"id":"m","role":"user","content":"hi"}]}`, status: bad, slug: invalid, field: "threadId"},
+		{name: "ag-ui: threadId another tenant's session", method: "POST", path: "/ag-ui/agents/echo", body: `{"threadId":"{otherSession}","runId":"r","messages":[{"id":"m","role":"user","content":"hi"}]}`, status: notFound, slug: nf},
+
 		// ---- The OpenAI door (its own error object).
 		{name: "openai: malformed JSON", method: "POST", path: "/openai/v1/responses", body: `{"model":`, status: bad},
 		{name: "openai: input a number", method: "POST", path: "/openai/v1/responses", body: `{"model":"echo","input":5}`, status: bad},

@@ -20,7 +20,7 @@ type fuzzRoute struct {
 	header       string // the header the fuzzed value goes in, if any
 	admin        bool   // sent with the operator's token
 	seedBody     string
-	seedQuery    string
+	seedQuery    string // set on the routes that read their query
 	seedHeader   string
 }
 
@@ -65,7 +65,9 @@ var fuzzRoutes = []fuzzRoute{
 // FuzzFrontDoors sends fuzzed requests to every door of a real server
 // (AAP v3, AAP v1, AG-UI, sandbox-agent, OpenAI, the admin API). The property: no
 // input is answered with a 5xx: whatever a client sends, a mistake is
-// its, and answered as one.
+// its, and answered as one; and a route that reads its query answers a
+// query string that does not parse with a 4xx, never as if it had not
+// been sent (httpapi.Query).
 func FuzzFrontDoors(f *testing.F) {
 	token := operatorToken()
 	srv := startServer(f, func(c *Config) { c.AdminToken = token })
@@ -120,6 +122,9 @@ func FuzzFrontDoors(f *testing.F) {
 		res.Body.Close()
 		if res.StatusCode >= 500 {
 			t.Fatalf("%s %s (%s: %q) with body %q: %d %s", r.method, u, r.header, header, body, res.StatusCode, b)
+		}
+		if _, err := url.ParseQuery(req.URL.RawQuery); err != nil && r.seedQuery != "" && res.StatusCode < 400 {
+			t.Fatalf("%s %s: a query string that does not parse (%v) answered %d %s", r.method, u, err, res.StatusCode, b)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v3 "github.com/aapd/aapd/httpapi/v3"
+	"github.com/aapd/aapd/scheduler/spec"
 	"github.com/aapd/aapd/store/storetest"
 )
 
@@ -92,10 +93,21 @@ func TestScheduleRoutesAndTheirRefusals(t *testing.T) {
 		{`{"every":"30s","messages":[{"role":"user","content":"x"},{"role":"user","content":"y"}]}`, "messages"},
 		{`{"every":"30s","messages":[{"role":"user","content":"x"}],"stream":"fast"}`, "stream"},
 		{`{"every":"30s","messages":[{"role":"user","content":"x"}],"repeat":true}`, "repeat"},
+		// A definition's text has bounds (docs/background.md#schedules):
+		// a 100 KB cron list is refused, not stored.
+		{`{"cron":"0` + strings.Repeat(",0", 50_000) + ` * * * *","messages":[{"role":"user","content":"x"}]}`, "cron"},
+		{`{"cron":"` + strings.Repeat("1,", 60) + `2 * * * *","messages":[{"role":"user","content":"x"}]}`, "cron"},
+		{`{"cron":"0 9 * * *","timezone":"` + strings.Repeat("Europe/", 200) + `Berlin","messages":[{"role":"user","content":"x"}]}`, "timezone"},
+		{`{"every":"` + strings.Repeat("0", 100) + `30s","messages":[{"role":"user","content":"x"}]}`, "every"},
+		{`{"every":"30s","endAt":"2030-01-01T00:00:00` + strings.Repeat("0", 2000) + `Z","messages":[{"role":"user","content":"x"}]}`, "endAt"},
+		{`{"every":"30s","messages":[{"role":"user","content":"` + strings.Repeat("x", spec.MaxMessagesBytes) + `"}]}`, "messages"},
 	} {
 		p := c.do(http.MethodPost, "/sessions/"+sid+"/schedules", c2.body).expect(t, http.StatusBadRequest).problem(t)
 		if field, _ := p["field"].(string); !strings.HasPrefix(field, c2.field) {
-			t.Errorf("%s: field %v, want %q (%v)", c2.body, p["field"], c2.field, p["detail"])
+			t.Errorf("%.200s: field %v, want %q (%v)", c2.body, p["field"], c2.field, p["detail"])
+		}
+		if detail, _ := p["detail"].(string); len(detail) > 1000 {
+			t.Errorf("%.200s: a detail of %d bytes quotes the request back", c2.body, len(detail))
 		}
 	}
 

@@ -176,7 +176,10 @@ func (h *Handler) setRetention(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) usage(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
+	q, err := httpapi.Query(r)
+	if err != nil {
+		return err
+	}
 	u, err := h.svc.Usage(r.Context(), mux.Vars(r)["name"], q.Get("from"), q.Get("to"))
 	if err != nil {
 		return err

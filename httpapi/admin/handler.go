@@ -216,9 +216,14 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		refused *Error
 		unauth  errUnauthorized
 		tooBig  *http.MaxBytesError
+		shared  *httpapi.Problem
 		p       *httpapi.Problem
 	)
 	switch {
+	case errors.As(err, &shared):
+		// A refusal of the shared edge's helpers (httpapi.Query): a
+		// client's mistake, already in the problem shape.
+		p = shared
 	case errors.As(err, &unauth):
 		p = problem(http.StatusUnauthorized, "unauthorized", "Unauthorized", unauth.detail)
 	case errors.As(err, &refused):

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/aapd/aapd/httpapi"
 )
 
 // maxBody bounds a request body: the largest, an issuer with its public
@@ -81,7 +83,10 @@ func jsonType(goType string) string {
 
 // pageParams reads ?limit= and ?cursor= of a list.
 func pageParams(r *http.Request) (cursor string, limit int, err error) {
-	q := r.URL.Query()
+	q, err := httpapi.Query(r)
+	if err != nil {
+		return "", 0, err
+	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxPageLimit {

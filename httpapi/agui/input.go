@@ -95,8 +95,8 @@ type part struct {
 	} `json:"source"`
 }
 
-// maxThreadID bounds a thread id: it is stored, and is a client's name, not
-// a document.
+// maxThreadID bounds a thread id (and a run id): it is stored, and is a
+// client's name, not a document.
 const maxThreadID = 256
 
 // decodeInput reads and checks a RunAgentInput: the members aapd relies on
@@ -107,6 +107,11 @@ func decodeInput(body []byte) (RunAgentInput, error) {
 	if err := json.Unmarshal(body, &in); err != nil {
 		return in, &aap.Error{Msg: "the body is not a RunAgentInput: " + describeJSON(err)}
 	}
+	if !utf8.Valid(body) {
+		if field := idNotUTF8(body); field != "" {
+			return in, &aap.Error{Field: field, Msg: "must be UTF-8 text: it names the run's events, and a byte that is not UTF-8 would be sent back as U+FFFD, naming another thread or run"}
+		}
+	}
 	switch {
 	case in.ThreadID == "":
 		return in, &aap.Error{Field: "threadId", Msg: "required: the thread (conversation) to run"}
@@ -114,6 +119,10 @@ func decodeInput(body []byte) (RunAgentInput, error) {
 		return in, &aap.Error{Field: "threadId", Msg: fmt.Sprintf("must be 1 to %d bytes of printable text", maxThreadID)}
 	case in.RunID == "":
 		return in, &aap.Error{Field: "runId", Msg: "required"}
+	case len(in.RunID) > maxThreadID || !printable(in.RunID):
+		return in, &aap.Error{Field: "runId", Msg: fmt.Sprintf("must be 1 to %d bytes of printable text", maxThreadID)}
+	case len(in.ParentRunID) > maxThreadID || !printable(in.ParentRunID):
+		return in, &aap.Error{Field: "parentRunId", Msg: fmt.Sprintf("must be at most %d bytes of printable text", maxThreadID)}
 	}
 	seen := map[string]bool{}
 	for i, m := range in.Messages {
@@ -153,6 +162,30 @@ func describeJSON(err error) string {
 		return fmt.Sprintf("%s must not be %s", e.Field, e.Value)
 	}
 	return err.Error()
+}
+
+// idNotUTF8 names the first id member (threadId, runId, parentRunId)
+// whose text, as sent, is not UTF-8; "" when each is. json.Unmarshal reads
+// such a byte as U+FFFD, which the checks after it cannot tell from a
+// U+FFFD the client meant.
+func idNotUTF8(body []byte) string {
+	var raw struct {
+		ThreadID    json.RawMessage `json:"threadId"`
+		RunID       json.RawMessage `json:"runId"`
+		ParentRunID json.RawMessage `json:"parentRunId"`
+	}
+	if json.Unmarshal(body, &raw) != nil {
+		return ""
+	}
+	for _, id := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"threadId", raw.ThreadID}, {"runId", raw.RunID}, {"parentRunId", raw.ParentRunID}} {
+		if !utf8.Valid(id.raw) {
+			return id.name
+		}
+	}
+	return ""
 }
 
 func printable(s string) bool {

@@ -199,6 +199,14 @@ func TestRunAgentInputRules(t *testing.T) {
 		{`{"threadId":"t","messages":[]}`, "runId"},
 		{`{"threadId":"t\u0000","runId":"r"}`, "threadId"},
 		{`{"threadId":"` + strings.Repeat("x", 257) + `","runId":"r"}`, "threadId"},
+		// Bytes that are not UTF-8 in an id: json.Unmarshal would read
+		// them as U+FFFD, and the run's events name another thread.
+		{`{"threadId":"t` + "\xff" + `","runId":"r"}`, "threadId"},
+		{`{"threadId":"t","runId":"r` + "\xc3\x28" + `"}`, "runId"},
+		{`{"threadId":"t","runId":"r","parentRunId":"` + "\xfe" + `"}`, "parentRunId"},
+		{`{"threadId":"t","runId":"r\u0000"}`, "runId"},
+		{`{"threadId":"t","runId":"` + strings.Repeat("r", 257) + `"}`, "runId"},
+		{`{"threadId":"t","runId":"r","parentRunId":"p\u0007"}`, "parentRunId"},
 		{`{"threadId":"t","runId":"r","messages":[{"role":"user","content":"x"}]}`, "messages[0].id"},
 		{`{"threadId":"t","runId":"r","messages":[{"id":"a","role":"user","content":"x"},{"id":"a","role":"user","content":"y"}]}`, "messages[1].id"},
 		{`{"threadId":"t","runId":"r","messages":[{"id":"a","role":"robot"}]}`, "messages[0].role"},
@@ -215,6 +223,12 @@ func TestRunAgentInputRules(t *testing.T) {
 	in, err := decodeInput([]byte(`{"threadId":"t","runId":"r","messages":[],"tools":[],"context":[],"state":{"a":1},"forwardedProps":{},"protocolVersion":"1.0","future":true}`))
 	if err != nil || in.ThreadID != "t" {
 		t.Fatalf("a full input: %+v, %v", in, err)
+	}
+	// U+FFFD the client wrote is an id's character like any other; a byte
+	// that is not UTF-8 outside the ids is read as JSON reads it.
+	in, err = decodeInput([]byte(`{"threadId":"t\ufffd","runId":"r","messages":[{"id":"m","role":"user","content":"x` + "\xff" + `"}]}`))
+	if err != nil || in.ThreadID != "t\ufffd" {
+		t.Fatalf("U+FFFD escaped in an id: %+v, %v", in, err)
 	}
 }
 

@@ -98,7 +98,10 @@ func (d *Door) getResponse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
+	q, err := httpapi.Query(r)
+	if err != nil {
+		return err
+	}
 	stream := q.Get("stream") == "true"
 	if !stream && r.ContentLength != 0 {
 		// openai-go's GetStreaming asks in a JSON body: {"stream": true}.

@@ -327,7 +327,10 @@ func (d *Door) listItems(w http.ResponseWriter, r *http.Request) error {
 // newest first unless order=asc, limit (1 to 100, 20) after the item named
 // by after.
 func (d *Door) writePage(w http.ResponseWriter, r *http.Request, items []Item, trimmed int64) error {
-	q := r.URL.Query()
+	q, err := httpapi.Query(r)
+	if err != nil {
+		return err
+	}
 	limit := defaultItemLimit
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

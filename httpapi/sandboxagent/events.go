@@ -229,7 +229,11 @@ func write(out *httpapi.SSE, events []UniversalEvent) bool {
 // queryInt reads an optional whole-number query parameter from 0 (to max,
 // unless max < 0).
 func queryInt(r *http.Request, name string, def, max int64) (int64, error) {
-	v := r.URL.Query().Get(name)
+	q, err := httpapi.Query(r)
+	if err != nil {
+		return 0, err
+	}
+	v := q.Get(name)
 	if v == "" {
 		return def, nil
 	}
@@ -247,8 +251,12 @@ func queryInt(r *http.Request, name string, def, max int64) (int64, error) {
 // includeRaw reads include_raw (the document's name) or includeRaw (what
 // the SDK sends).
 func includeRaw(r *http.Request) (bool, error) {
+	q, err := httpapi.Query(r)
+	if err != nil {
+		return false, err
+	}
 	for _, name := range []string{"include_raw", "includeRaw"} {
-		if v := r.URL.Query().Get(name); v != "" {
+		if v := q.Get(name); v != "" {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
 				return false, &aap.Error{Field: name, Msg: "must be true or false"}

@@ -218,8 +218,12 @@ type sessionInfo struct {
 // or ?limit= (1 to MaxListLimit) — never an unbounded read. Sessions made
 // over other doors are listed by their aapd id.
 func (d *Door) listSessions(w http.ResponseWriter, r *http.Request) error {
+	q, err := httpapi.Query(r)
+	if err != nil {
+		return err
+	}
 	limit := DefaultListLimit
-	if v := r.URL.Query().Get("limit"); v != "" {
+	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxListLimit {
 			return &aap.Error{Field: "limit", Msg: fmt.Sprintf("must be a whole number from 1 to %d", MaxListLimit)}

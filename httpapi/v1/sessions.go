@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/gorilla/mux"
 
 	"github.com/aapd/aapd/aap"
 	"github.com/aapd/aapd/auth"
+	"github.com/aapd/aapd/httpapi"
 	"github.com/aapd/aapd/logctx"
 	"github.com/aapd/aapd/store"
 )
@@ -35,13 +37,17 @@ func (d *Door) getMeta(w http.ResponseWriter, _ *http.Request) error {
 // listSessions is GET /v1/sessions: the ids of the tenant's sessions (an
 // end user's: their own), newest first, paged with AAP v3's cursor.
 func (d *Door) listSessions(w http.ResponseWriter, r *http.Request) error {
-	limit, err := pageLimit(r)
+	q, err := httpapi.Query(r)
+	if err != nil {
+		return err
+	}
+	limit, err := pageLimit(q)
 	if err != nil {
 		return err
 	}
 	p, _ := auth.FromContext(r.Context())
 	page, err := d.cfg.Sessions.SessionList(r.Context(), store.SessionListParams{
-		TenantID: p.TenantID, Owner: p.Owner(), After: r.URL.Query().Get("after"), Limit: limit,
+		TenantID: p.TenantID, Owner: p.Owner(), After: q.Get("after"), Limit: limit,
 	})
 	if errors.Is(err, store.ErrBadCursor) {
 		return &aap.Error{Field: "after", Msg: `not a cursor this server issued: pass the "next" (or "nextCursor") value of a previous page`}
@@ -164,8 +170,8 @@ func sessionID(r *http.Request) (string, error) {
 
 // pageLimit reads the optional ?limit= of the listing (an extension, as
 // in AAP v3's).
-func pageLimit(r *http.Request) (int, error) {
-	v := r.URL.Query().Get("limit")
+func pageLimit(q url.Values) (int, error) {
+	v := q.Get("limit")
 	if v == "" {
 		return DefaultPageLimit, nil
 	}

@@ -50,7 +50,11 @@ func (d *Door) listCompactions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := pageLimit(r)
+	q, err := httpapi.Query(r)
+	if err != nil {
+		return err
+	}
+	limit, err := pageLimit(q)
 	if err != nil {
 		return err
 	}

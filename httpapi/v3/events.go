@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -69,11 +70,15 @@ func (d *Door) sessionEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := eventPageLimit(r)
+	q, err := httpapi.Query(r)
 	if err != nil {
 		return err
 	}
-	after, field := r.URL.Query().Get("after"), "after"
+	limit, err := eventPageLimit(q)
+	if err != nil {
+		return err
+	}
+	after, field := q.Get("after"), "after"
 	if v := strings.TrimSpace(r.Header.Get("Last-Event-ID")); v != "" {
 		after, field = v, "Last-Event-ID"
 	}
@@ -115,8 +120,8 @@ func wantsEventStream(r *http.Request) bool {
 }
 
 // eventPageLimit reads the optional ?limit= of the session event log.
-func eventPageLimit(r *http.Request) (int, error) {
-	v := r.URL.Query().Get("limit")
+func eventPageLimit(q url.Values) (int, error) {
+	v := q.Get("limit")
 	if v == "" {
 		return DefaultEventPageLimit, nil
 	}

@@ -75,7 +75,11 @@ func (d *Door) forkSession(w http.ResponseWriter, r *http.Request) error {
 // (none without it). A token may name only its own subject.
 func newOwner(r *http.Request) (string, error) {
 	owner := httpapi.OwnerOf(r)
-	asked, ok := r.URL.Query()["owner"]
+	q, err := httpapi.Query(r)
+	if err != nil {
+		return "", err
+	}
+	asked, ok := q["owner"]
 	if !ok {
 		return owner, nil
 	}

@@ -16,7 +16,11 @@ import (
 // served in constant memory. A full history the tenant's retention trimmed
 // says so: trimmedThrough is the last seq dropped from its start.
 func (d *Door) getHistory(w http.ResponseWriter, r *http.Request) error {
-	typ := aap.HistoryType(r.URL.Query().Get("type"))
+	q, err := httpapi.Query(r)
+	if err != nil {
+		return err
+	}
+	typ := aap.HistoryType(q.Get("type"))
 	if typ != aap.HistoryFull && typ != aap.HistoryCompacted {
 		return &aap.Error{Field: "type", Msg: fmt.Sprintf(`must be "compacted" or "full", not %q`, typ)}
 	}

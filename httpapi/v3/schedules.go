@@ -86,6 +86,10 @@ type ScheduleList struct {
 	Schedules []ScheduleInfo `json:"schedules"`
 }
 
+// maxEndAtLength bounds endAt's text before it is parsed or quoted back:
+// "2027-12-31T23:00:00.123456789+01:00" has 35 bytes.
+const maxEndAtLength = 64
+
 // scheduleMembers are the members of a schedule's request.
 var scheduleMembers = []string{"cron", "timezone", "every", "endAt", "messages", "stream"}
 
@@ -163,6 +167,10 @@ func (d *Door) decodeSchedule(body []byte) (store.Schedule, error) {
 		return store.Schedule{}, err
 	}
 	var sc store.Schedule
+	if n := len(members["messages"]); n > spec.MaxMessagesBytes {
+		return store.Schedule{}, &aap.Error{Field: "messages", Msg: fmt.Sprintf("has %d bytes of JSON, more than a schedule's turn may have (%d): it is stored with the schedule and sent again at every tick; put a long document in the session's history or the agent's system prompt",
+			n, spec.MaxMessagesBytes)}
+	}
 	// The turn: decoded as a turn request's messages and stream are.
 	turn, err := json.Marshal(map[string]json.RawMessage{"messages": members["messages"], "stream": members["stream"]})
 	if err != nil {
@@ -187,6 +195,9 @@ func (d *Door) decodeSchedule(body []byte) (store.Schedule, error) {
 	now := time.Now()
 	first := sp.First(now)
 	if req.EndAt != "" {
+		if len(req.EndAt) > maxEndAtLength {
+			return store.Schedule{}, &aap.Error{Field: "endAt", Msg: fmt.Sprintf("has %d bytes, more than a time in RFC 3339 form needs (at most %d)", len(req.EndAt), maxEndAtLength)}
+		}
 		end, err := time.Parse(time.RFC3339Nano, req.EndAt)
 		if err != nil {
 			return store.Schedule{}, &aap.Error{Field: "endAt", Msg: fmt.Sprintf("%q is not a time in RFC 3339 form, such as \"2027-12-31T23:00:00Z\"", req.EndAt)}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -84,12 +85,16 @@ func (d *Door) getSession(w http.ResponseWriter, r *http.Request) error {
 // ?owner= (extension) lists one end user's sessions; an end user's listing
 // is always of their own, and asking for another's is an empty one.
 func (d *Door) listSessions(w http.ResponseWriter, r *http.Request) error {
-	limit, err := pageLimit(r)
+	q, err := httpapi.Query(r)
+	if err != nil {
+		return err
+	}
+	limit, err := pageLimit(q)
 	if err != nil {
 		return err
 	}
 	owner := httpapi.OwnerOf(r)
-	if asked, ok := r.URL.Query()["owner"]; ok {
+	if asked, ok := q["owner"]; ok {
 		if len(asked) != 1 || !auth.ValidOwner(asked[0]) {
 			return &aap.Error{Field: "owner", Msg: "must be one end user's subject (a token's sub: 1 to 255 bytes, no control characters)"}
 		}
@@ -99,7 +104,7 @@ func (d *Door) listSessions(w http.ResponseWriter, r *http.Request) error {
 		owner = asked[0]
 	}
 	page, err := d.cfg.Store.SessionList(r.Context(), store.SessionListParams{
-		TenantID: httpapi.TenantOf(r), Owner: owner, After: r.URL.Query().Get("after"), Limit: limit,
+		TenantID: httpapi.TenantOf(r), Owner: owner, After: q.Get("after"), Limit: limit,
 	})
 	if errors.Is(err, store.ErrBadCursor) {
 		return badCursor()
@@ -199,8 +204,8 @@ func sessionRecord(sess store.Session) SessionRecord {
 
 // pageLimit reads the optional ?limit= of a list: DefaultPageLimit when
 // absent, at most MaxPageLimit.
-func pageLimit(r *http.Request) (int, error) {
-	v := r.URL.Query().Get("limit")
+func pageLimit(q url.Values) (int, error) {
+	v := q.Get("limit")
 	if v == "" {
 		return DefaultPageLimit, nil
 	}

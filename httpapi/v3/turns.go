@@ -128,7 +128,11 @@ func (d *Door) listTurns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := pageLimit(r)
+	q, err := httpapi.Query(r)
+	if err != nil {
+		return err
+	}
+	limit, err := pageLimit(q)
 	if err != nil {
 		return err
 	}
@@ -137,7 +141,7 @@ func (d *Door) listTurns(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	page, err := d.cfg.Store.TurnList(r.Context(), store.TurnListParams{
-		TenantID: tenant, SessionID: id, After: r.URL.Query().Get("after"), Limit: limit})
+		TenantID: tenant, SessionID: id, After: q.Get("after"), Limit: limit})
 	if errors.Is(err, store.ErrBadCursor) {
 		return badCursor()
 	}
@@ -200,8 +204,12 @@ func (d *Door) turnEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	q, err := httpapi.Query(r)
+	if err != nil {
+		return err
+	}
 	after, field := int64(0), ""
-	for _, c := range []struct{ name, value string }{{"after", r.URL.Query().Get("after")}, {"Last-Event-ID", r.Header.Get("Last-Event-ID")}} {
+	for _, c := range []struct{ name, value string }{{"after", q.Get("after")}, {"Last-Event-ID", r.Header.Get("Last-Event-ID")}} {
 		if c.value == "" {
 			continue
 		}

@@ -19,6 +19,29 @@ const MinEvery = time.Second
 // maxEvery bounds an "every" schedule's interval (a year).
 const maxEvery = 366 * 24 * time.Hour
 
+// Bounds on a schedule's text, checked before it is parsed, stored or
+// quoted back in a refusal: without them a client could store a cron
+// expression of a 100 KB list ("0,0,0,…"), which the cron parser accepts
+// and every replica would read again at each tick.
+const (
+	// MaxCronLength is the longest cron expression: room to write every
+	// value of every field out as a list (356 bytes), with its spaces.
+	MaxCronLength = 512
+	// MaxCronListItems bounds the comma-separated items of one field: the
+	// minute field has 60 values; more items can only repeat them.
+	MaxCronListItems = 60
+	// MaxTimezoneLength is the longest time zone name (the IANA names
+	// have at most 32 bytes).
+	MaxTimezoneLength = 64
+	// MaxEveryLength is the longest "every" text ("1h30m", "8760h").
+	MaxEveryLength = 64
+	// MaxMessagesBytes bounds a schedule's turn (its "messages", as
+	// JSON): a prompt, stored with the schedule and appended to the
+	// history at every tick — an "every": "1s" schedule of a turn's full
+	// body size would write megabytes a second.
+	MaxMessagesBytes = 64 << 10
+)
+
 // cronParser reads the five standard fields (minute, hour, day of month,
 // month, day of week) and the descriptors (@daily, @hourly…), as crontab
 // does. Seconds are not a field: "every" is for periods under a minute.
@@ -57,7 +80,13 @@ func Parse(cronExpr, timezone string, every time.Duration) (Spec, error) {
 		return ParseEvery(every)
 	}
 	spec := Spec{loc: time.UTC}
+	if err := checkCronText(cronExpr); err != nil {
+		return Spec{}, err
+	}
 	if timezone != "" {
+		if len(timezone) > MaxTimezoneLength {
+			return Spec{}, &FieldError{"timezone", fmt.Sprintf("has %d bytes, more than the longest time zone name may have (%d)", len(timezone), MaxTimezoneLength)}
+		}
 		if timezone == "Local" {
 			return Spec{}, &FieldError{"timezone", `"Local" names the server's zone; name an IANA time zone, such as "Europe/Berlin"`}
 		}
@@ -85,6 +114,21 @@ func Parse(cronExpr, timezone string, every time.Duration) (Spec, error) {
 	return spec, nil
 }
 
+// checkCronText refuses a cron expression longer than MaxCronLength, or
+// with a field listing more than MaxCronListItems items, before the cron
+// parser reads it.
+func checkCronText(expr string) error {
+	if len(expr) > MaxCronLength {
+		return &FieldError{"cron", fmt.Sprintf("has %d bytes, more than the longest cron expression may have (%d)", len(expr), MaxCronLength)}
+	}
+	for i, field := range strings.Fields(expr) {
+		if n := strings.Count(field, ",") + 1; n > MaxCronListItems {
+			return &FieldError{"cron", fmt.Sprintf("field %d lists %d items, more than a field may list (%d)", i+1, n, MaxCronListItems)}
+		}
+	}
+	return nil
+}
+
 // ParseEvery reads an "every" schedule's interval: at least MinEvery, in
 // whole milliseconds.
 func ParseEvery(every time.Duration) (Spec, error) {
@@ -102,6 +146,9 @@ func ParseEvery(every time.Duration) (Spec, error) {
 // ParseEveryText reads the "every" member of a request: a Go duration
 // ("30s", "1h30m").
 func ParseEveryText(s string) (time.Duration, error) {
+	if len(s) > MaxEveryLength {
+		return 0, &FieldError{"every", fmt.Sprintf("has %d bytes, more than a duration such as \"1h30m\" needs (at most %d)", len(s), MaxEveryLength)}
+	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
 		return 0, &FieldError{"every", fmt.Sprintf("%q is not a duration such as \"30s\", \"5m\" or \"1h30m\"", s)}

@@ -2,6 +2,8 @@ package spec
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -26,6 +28,11 @@ func TestParseRefusesWithTheField(t *testing.T) {
 		{"0 0 30 2 *", "", 0, "cron"},
 		{"0 9 * * 1-5", "Mars/Olympus", 0, "timezone"},
 		{"0 9 * * 1-5", "Local", 0, "timezone"},
+		// Bounds, before the cron parser (which would take them all).
+		{"0" + strings.Repeat(",0", 50_000) + " * * * *", "", 0, "cron"},
+		{strings.Repeat("0,", MaxCronListItems) + "1 * * * *", "", 0, "cron"},
+		{"0 9 * * *" + strings.Repeat(" ", MaxCronLength), "", 0, "cron"},
+		{"0 9 * * *", strings.Repeat("Europe/", 10) + "Berlin", 0, "timezone"},
 	}
 	for _, c := range cases {
 		_, err := Parse(c.cron, c.tz, c.every)
@@ -43,7 +50,30 @@ func TestParseRefusesWithTheField(t *testing.T) {
 			t.Errorf("every %s: %v", s, err)
 		}
 	}
-	for _, s := range []string{"", "soon", "-5s", "0s"} {
+	// At the bounds: every value of every field listed is a cron
+	// expression; so is a field of MaxCronListItems items.
+	all := func(from, to int) string {
+		var v []string
+		for i := from; i <= to; i++ {
+			v = append(v, strconv.Itoa(i))
+		}
+		return strings.Join(v, ",")
+	}
+	for _, expr := range []string{
+		strings.Join([]string{all(0, 59), all(0, 23), all(1, 31), all(1, 12), all(0, 6)}, " "),
+		strings.TrimSuffix(strings.Repeat("0,", MaxCronListItems), ",") + " 9 * * *",
+	} {
+		if len(expr) > MaxCronLength {
+			t.Fatalf("%d bytes: the bound refuses an expression it means to take", len(expr))
+		}
+		if _, err := Parse(expr, "", 0); err != nil {
+			t.Errorf("Parse(%q): %v", expr, err)
+		}
+	}
+	if _, err := Parse("0 9 * * *", "America/Argentina/Buenos_Aires", 0); err != nil {
+		t.Errorf("a long IANA name refused: %v", err)
+	}
+	for _, s := range []string{"", "soon", "-5s", "0s", strings.Repeat("0", MaxEveryLength) + "1s"} {
 		if _, err := ParseEveryText(s); err == nil {
 			t.Errorf("every %q accepted", s)
 		}
