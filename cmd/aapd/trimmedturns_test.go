@@ -262,3 +262,59 @@ func TestEveryDoorsHistoryReadSaysWhereTheFullHistoryWasTrimmed(t *testing.T) {
 		}
 	}
 }
+
+// The OpenAI door's items of a trimmed conversation start with the first
+// whole item after trimmed_through: a tool's output whose call the trim
+// took (the prefix may end between them) is not listed alone — neither a
+// server tool's, which shows only as its call's mcp_call, nor a client
+// function's function_call_output — and its item's id is a 404 as the
+// trimmed items' are; the items after it read as before.
+func TestOpenAIItemsOfATrimmedConversationListNoOutputWithoutItsCall(t *testing.T) {
+	t.Parallel()
+	s := startParallelServer(t)
+	tn := storetest.NewTenant(t, s.Store)
+	c := &client{t: t, base: s.base, key: tn.Key}
+	clock := aap.ToolCall{ToolCallID: "call_clock", Name: "clock", Input: json.RawMessage(`{}`)}
+	server := storetest.NewConversation(t, s.Store, tn.ID, store.SessionCreateParams{AgentTools: []aap.ServerToolRef{{Name: "clock", Trust: true}}})
+	server.Turn([]aap.Message{aap.UserMessage("q0")}, // seqs 1-4: the call at 2, its output at 3
+		[]aap.Message{aap.AssistantMessage(aap.ToolUseBlock(clock)), aap.ToolMessage("call_clock", "noon"), aap.AssistantMessage(aap.TextBlock("a0"))}, nil)
+	server.Say("q1", "a1")
+	lookup := storetest.ToolCall("call_lookup")
+	function := storetest.NewConversation(t, s.Store, tn.ID, store.SessionCreateParams{
+		ClientTools: []aap.ToolSpec{{Name: "lookup", Description: "looks up", Parameters: json.RawMessage(`{"type":"object"}`)}}})
+	function.Turn([]aap.Message{aap.UserMessage("q0")}, []aap.Message{aap.AssistantMessage(aap.ToolUseBlock(lookup))}, // seqs 1-2
+		[]aap.PendingToolCall{{ToolCall: lookup}})
+	function.Turn([]aap.Message{aap.ToolMessage("call_lookup", "found")}, []aap.Message{aap.AssistantMessage(aap.TextBlock("a0"))}, nil) // 3-4
+	function.Say("q1", "a1")
+	for _, conv := range []*storetest.Conversation{server, function} {
+		conv.Trim(storetest.URL(t), 2) // the call gone, its output at 3 kept
+		var page struct {
+			Data []struct {
+				ID      string `json:"id"`
+				Type    string `json:"type"`
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"data"`
+			TrimmedThrough int64 `json:"trimmed_through"`
+		}
+		r := c.do("GET", "/openai/v1/conversations/"+conv.ID+"/items?order=asc", nil).expect(t, http.StatusOK)
+		r.json(t, &page)
+		var got []string
+		for _, it := range page.Data {
+			text := ""
+			if len(it.Content) > 0 {
+				text = it.Content[0].Text
+			}
+			got = append(got, it.Type+":"+text)
+		}
+		if page.TrimmedThrough != 2 || fmt.Sprint(got) != "[message:a0 message:q1 message:a1]" {
+			t.Errorf("items of %s, trimmed between a call and its output: trimmed_through %d, %q; want 2 and a0, q1, a1 (%s)",
+				conv.ID, page.TrimmedThrough, got, r.body)
+		}
+		output := "fco_" + strings.TrimPrefix(conv.ID, "sess_") + "_3"
+		if r := c.do("GET", "/openai/v1/conversations/"+conv.ID+"/items/"+output, nil); r.StatusCode != http.StatusNotFound {
+			t.Errorf("GET the item of the output whose call was trimmed: %d %s; want 404", r.StatusCode, r.body)
+		}
+	}
+}

@@ -304,8 +304,32 @@ func (d *Door) allItems(r *http.Request, sess store.Session) ([]Item, int64, err
 	}
 	agent, _ := d.cfg.Agents.Get(sess.AgentName)
 	t := newTranslator(sess, agent)
+	msgs = withoutOrphanResults(msgs)
 	t.see(msgs)
 	return t.items(msgs, t.serverCalls(msgs)), trimmed, nil
+}
+
+// withoutOrphanResults leaves out the tool results whose call is not among
+// msgs: in a full history, those whose call the tenant's retention trimmed
+// (the trimmed prefix may end between a call and its result). Without its
+// call such a result cannot say what it is the output of — a server tool's
+// shows as its call's mcp_call, a client function's follows its
+// function_call — so the items of a trimmed conversation start with the
+// first whole one after trimmed_through, and the id of the result's item
+// is a 404 as the trimmed items' are.
+func withoutOrphanResults(msgs []store.StoredMessage) []store.StoredMessage {
+	called := map[string]bool{}
+	out := msgs[:0:0]
+	for _, m := range msgs {
+		for _, c := range m.Message.ToolCalls() {
+			called[c.ToolCallID] = true
+		}
+		if m.Message.Role == aap.RoleTool && !called[m.Message.ToolCallID] {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // listItems is GET /conversations/{id}/items: the items of the full
