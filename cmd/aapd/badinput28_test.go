@@ -41,14 +41,7 @@ func TestWaveRoutesAnswerBadInputWithA4xxNeverA5xx(t *testing.T) {
 	other, otherTn := s.newTenantWithID(t)
 	op := &client{t: t, base: s.base + "/admin/v1", key: testOperatorToken}
 
-	sid := c.echoSession(nil)
-	c.say(sid, "hello")
-	var turns v3.TurnList
-	c.do("GET", "/sessions/"+sid+"/turns", nil).expect(t, http.StatusOK).json(t, &turns)
-	if len(turns.Turns) == 0 {
-		t.Fatal("no turn listed")
-	}
-	tid := turns.Turns[0].TurnID
+	sid, tid := c.sessionWithATurn()
 	doc := string(c.do("GET", "/sessions/"+sid+"/export", nil).expect(t, http.StatusOK).body)
 	cut := doc[:strings.Index(doc, "\n")+1] + doc[strings.Index(doc, "\n")+1:][:20] // the header, then half a line
 

@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	v3 "github.com/aapd/aapd/httpapi/v3"
 )
 
 // fuzzRoute is a route of a front door the fuzzer sends bytes to: a body,
@@ -72,14 +71,7 @@ func FuzzFrontDoors(f *testing.F) {
 	token := operatorToken()
 	srv := startServer(f, func(c *Config) { c.AdminToken = token })
 	c := srv.newTenant(f)
-	sid := c.echoSession(nil)
-	c.say(sid, "hello")
-	var turns v3.TurnList
-	c.do("GET", "/sessions/"+sid+"/turns", nil).expect(f, http.StatusOK).json(f, &turns)
-	if len(turns.Turns) == 0 {
-		f.Fatal("no turn listed")
-	}
-	tid := turns.Turns[0].TurnID
+	sid, tid := c.sessionWithATurn()
 	name := uniqueName("fuzz")
 	c.do("POST", "/sandbox-agent/v1/sessions/"+name, map[string]any{"agent": "echo"}).expect(f, http.StatusOK)
 	tenant := uniqueName("fuzz")

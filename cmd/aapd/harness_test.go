@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aapd/aapd/aap"
+	v3 "github.com/aapd/aapd/httpapi/v3"
 	"github.com/aapd/aapd/store"
 	"github.com/aapd/aapd/store/storetest"
 )
@@ -186,6 +187,20 @@ func (c *client) turn(sid string, body any) aap.TurnResponse {
 func (c *client) say(sid, text string) aap.TurnResponse {
 	c.t.Helper()
 	return c.turn(sid, map[string]any{"messages": []any{map[string]any{"role": "user", "content": text}}})
+}
+
+// sessionWithATurn makes an echo session with one ended turn and returns
+// the ids of both: what tests of the routes about a turn need first.
+func (c *client) sessionWithATurn() (sid, turnID string) {
+	c.t.Helper()
+	sid = c.echoSession(nil)
+	c.say(sid, "hello")
+	var turns v3.TurnList
+	c.do("GET", "/sessions/"+sid+"/turns", nil).expect(c.t, http.StatusOK).json(c.t, &turns)
+	if len(turns.Turns) == 0 {
+		c.t.Fatal("no turn listed")
+	}
+	return sid, turns.Turns[0].TurnID
 }
 
 // history returns a session's history of the given type.

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	v3 "github.com/aapd/aapd/httpapi/v3"
 )
 
 // A query string that does not parse (a bad escape, a semicolon
@@ -18,14 +17,7 @@ func TestAMalformedQueryStringIsA400OnEveryList(t *testing.T) {
 	s := startParallelServer(t, func(c *Config) { c.AdminToken = testOperatorToken })
 	c, tn := s.newTenantWithID(t)
 	op := &client{t: t, base: s.base + "/admin/v1", key: testOperatorToken}
-	sid := c.echoSession(nil)
-	c.say(sid, "hello")
-	var turns v3.TurnList
-	c.do("GET", "/sessions/"+sid+"/turns", nil).expect(t, http.StatusOK).json(t, &turns)
-	if len(turns.Turns) == 0 {
-		t.Fatal("no turn listed")
-	}
-	tid := turns.Turns[0].TurnID
+	sid, tid := c.sessionWithATurn()
 	c.do("POST", "/sandbox-agent/v1/sessions/q28", map[string]any{"agent": "echo"}).expect(t, http.StatusOK)
 
 	// shape is the door's error shape: "problem" (RFC 9457: AAP v3, AAP
