@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"golang.org/x/net/http/httpguts"
-
 )
 
 // fuzzRoute is a route of a front door the fuzzer sends bytes to: a body,

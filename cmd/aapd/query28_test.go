@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
 )
 
 // A query string that does not parse (a bad escape, a semicolon
