@@ -40,11 +40,11 @@ type UsageRow struct {
 // deleting a session never shrinks it. Each condition is a statement of
 // its own, so that a prepared statement's generic plan reads the one turn
 // by its key.
-const (
+var (
 	usageRollupHead = `
 	INSERT INTO usage_daily AS u (tenant_id, day, agent_name, slot, turns, input_tokens, output_tokens)
 	SELECT t.tenant_id, (t.created_at AT TIME ZONE 'UTC')::date, s.agent_name,
-		coalesce(nullif(current_setting('` + usageSlotParam + `', true), '')::smallint, pg_backend_pid() % ` + usageSlotCountSQL + `),
+		coalesce(nullif(current_setting('` + usageSlotParam + `', true), '')::smallint, pg_backend_pid() % ` + strconv.Itoa(usageSlotCount) + `),
 		count(*), sum(t.input_tokens), sum(t.output_tokens)
 	FROM turns t JOIN sessions s ON s.tenant_id = t.tenant_id AND s.id = t.session_id
 	WHERE t.tenant_id = $1 AND t.session_id = $2 AND `
@@ -65,9 +65,8 @@ const (
 // usageSlotParam is the setting that holds a connection's slot;
 // usageSlotCount the number of slots.
 const (
-	usageSlotParam    = "aapd.usage_slot"
-	usageSlotCount    = 64
-	usageSlotCountSQL = "64"
+	usageSlotParam = "aapd.usage_slot"
+	usageSlotCount = 64
 )
 
 // usageSlots hands out the slots of a process's connections in turn,
