@@ -17,6 +17,7 @@ import (
 // planNode is a node of EXPLAIN (FORMAT JSON).
 type planNode struct {
 	Type      string     `json:"Node Type"`
+	Relation  string     `json:"Relation Name"`
 	Index     string     `json:"Index Name"`
 	Cond      string     `json:"Index Cond"`
 	Filter    string     `json:"Filter"`
