@@ -75,7 +75,7 @@ func (r *Runner) enqueue(ctx context.Context, p *StartParams) (*Handle, error) {
 	r.log.InfoContext(life, "background turn queued: every worker is busy")
 	r.wakeSession(ref.TenantID, ref.SessionID)
 	r.signalFreed() // a worker may have become free meanwhile
-	return &Handle{Turn: begun.Turn, Events: r.Follow(ref), runner: r}, nil
+	return &Handle{Turn: begun.Turn, Events: r.Follow(ref), Session: begun.Session, runner: r}, nil
 }
 
 // Resume runs a background turn that waits for a worker

@@ -179,6 +179,12 @@ type StartParams struct {
 	// *ToolChoiceError before anything is stored. It is kept with the
 	// turn (LabelToolChoice), so a queued background turn is forced too.
 	ToolChoice *ToolChoice
+	// Check, when set, runs on the session as the claim reads it, before
+	// anything is written: an error refuses the turn and is returned as
+	// is. A door that would read the session first only to check it (that
+	// it runs the agent its request names) checks it here, in the claim's
+	// round trip. A replay is not checked: its turn was.
+	Check func(store.Session) error
 
 	// requestSpan is the span of the request that started the turn, the
 	// turn's span's parent and link (trace.go).
@@ -203,6 +209,9 @@ type Handle struct {
 	// Replay is true when an idempotency key matched an earlier turn: Events
 	// replays that turn (following it if it still runs) and nothing new ran.
 	Replay bool
+	// Session is the session as the claim left it: the turn's client
+	// tools, its owner, its agent (zero for a replay).
+	Session store.Session
 	// NextSeq is the seq the agent's first message of the turn takes in
 	// the session's full history (0 for a replay): a door that names what
 	// it streams by its place in the history names it before it is
@@ -306,7 +315,7 @@ func (r *Runner) begin(p *StartParams) (*Handle, *claimedTurn, error) {
 		r.log.InfoContext(life, "took over the session of a dead turn", "interrupted_turn", begun.Interrupted)
 	}
 	t := r.claimed(life, span, run)
-	return &Handle{Turn: begun.Turn, Events: r.Follow(ref), NextSeq: begun.LastSeq + 1, runner: r, run: run}, t, nil
+	return &Handle{Turn: begun.Turn, Events: r.Follow(ref), Session: begun.Session, NextSeq: begun.LastSeq + 1, runner: r, run: run}, t, nil
 }
 
 // claimed makes a turn whose claim landed one of the running turns, ready
@@ -392,6 +401,11 @@ func (r *Runner) beginParams(ref store.TurnRef, p *StartParams) (params *store.T
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
 		AsyncCommit: p.awaited, Background: p.background, Create: p.Create, Labels: labelsWith(p.Labels, p.ToolChoice),
 		Prepare: func(sess store.Session) (store.TurnPlan, error) {
+			if p.Check != nil {
+				if err := p.Check(sess); err != nil {
+					return store.TurnPlan{}, err
+				}
+			}
 			agent, ok := r.cfg.Agents.Get(sess.AgentName)
 			if !ok {
 				return store.TurnPlan{}, fmt.Errorf("%w: %q", ErrUnknownAgent, sess.AgentName)

@@ -462,6 +462,12 @@ func (d *Door) startNew(r *http.Request, in *turnInput, key string, hash []byte)
 // startOn starts the input's turn on the conversation named, or on the
 // session of the previous response — its latest.
 func (d *Door) startOn(r *http.Request, in *turnInput, key string, hash []byte) (*agents.Handle, store.Session, error) {
+	if in.convID != "" && in.agent != nil {
+		h, sess, err := d.startOnConversation(r, in, key, hash)
+		if !errors.Is(err, errAgentUnset) {
+			return h, sess, err
+		}
+	}
 	var (
 		sess store.Session
 		err  error
@@ -487,7 +493,7 @@ func (d *Door) startOn(r *http.Request, in *turnInput, key string, hash []byte) 
 		}
 		sess.AgentName = in.agent.Info.Name
 	case in.agent.Info.Name != sess.AgentName:
-		return nil, store.Session{}, invalid("model", "conversation %s runs agent %q, not %q: a conversation keeps its agent", sess.ID, sess.AgentName, in.agent.Info.Name)
+		return nil, store.Session{}, keepsAgent(sess, in.agent)
 	}
 	a, ok := d.cfg.Agents.Get(sess.AgentName)
 	if !ok {
@@ -498,14 +504,7 @@ func (d *Door) startOn(r *http.Request, in *turnInput, key string, hash []byte) 
 	if err != nil {
 		return nil, store.Session{}, err
 	}
-	start := d.cfg.Runner.Run
-	switch {
-	case in.background:
-		start = d.cfg.Runner.StartBackground
-	case in.stream:
-		start = d.cfg.Runner.Start
-	}
-	h, err := start(r.Context(), agents.StartParams{
+	h, err := d.starter(in)(r.Context(), agents.StartParams{
 		TenantID: sess.TenantID, SessionID: sess.ID, Owner: httpapi.OwnerOf(r), Request: req,
 		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()), Labels: in.labels(),
 		ToolChoice: in.choice,
@@ -521,6 +520,75 @@ func (d *Door) startOn(r *http.Request, in *turnInput, key string, hash []byte) 
 		sess.ClientTools = in.tools
 	}
 	return h, sess, nil
+}
+
+// errAgentUnset is a conversation's refusal of a model while it has no
+// agent of its own yet (created without a model): startOn binds it first.
+var errAgentUnset = errors.New("the conversation's agent is not set")
+
+// startOnConversation starts the input's turn on the conversation named,
+// with the model the request names, without reading the conversation
+// first: the claim checks that it runs that agent (StartParams.Check),
+// and the handle returns it as the claim left it. errAgentUnset when the
+// conversation has no agent of its own yet.
+func (d *Door) startOnConversation(r *http.Request, in *turnInput, key string, hash []byte) (*agents.Handle, store.Session, error) {
+	id, a := in.convID, in.agent
+	if !store.ValidID("sess_", id) {
+		return nil, store.Session{}, notFound("conversation", "no conversation %q", id)
+	}
+	req, err := in.request(a, in.messages, in.mode(a))
+	if err != nil {
+		return nil, store.Session{}, err
+	}
+	h, err := d.starter(in)(r.Context(), agents.StartParams{
+		TenantID: httpapi.TenantOf(r), SessionID: id, Owner: httpapi.OwnerOf(r), Request: req,
+		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()), Labels: in.labels(),
+		ToolChoice: in.choice, Check: func(sess store.Session) error { return keepsAgent(sess, a) },
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, store.Session{}, notFound("conversation", "no conversation %q", id)
+	case err != nil:
+		return nil, store.Session{}, err
+	}
+	logctx.FromContext(r.Context()).SetSession(id)
+	if !h.Replay {
+		return h, h.Session, nil
+	}
+	// A replay's turn was checked when it ran; the handle has no session.
+	sess, err := d.session(r, id, "conversation")
+	if err != nil {
+		return nil, store.Session{}, err
+	}
+	if in.tools != nil {
+		sess.ClientTools = in.tools
+	}
+	return h, sess, nil
+}
+
+// keepsAgent refuses a turn with agent a on a conversation that runs
+// another: a conversation keeps its agent, but for one created without a
+// model (errAgentUnset).
+func keepsAgent(sess store.Session, a *agents.Agent) error {
+	switch {
+	case sess.AgentName == a.Info.Name:
+		return nil
+	case sess.Labels[labelAgent] == agentUnset:
+		return errAgentUnset
+	}
+	return invalid("model", "conversation %s runs agent %q, not %q: a conversation keeps its agent", sess.ID, sess.AgentName, a.Info.Name)
+}
+
+// starter is the runner's call that starts the input's turn: awaited
+// (Run) when answered whole, streamed (Start), or in the background.
+func (d *Door) starter(in *turnInput) func(context.Context, agents.StartParams) (*agents.Handle, error) {
+	switch {
+	case in.background:
+		return d.cfg.Runner.StartBackground
+	case in.stream:
+		return d.cfg.Runner.Start
+	}
+	return d.cfg.Runner.Run
 }
 
 // previous resolves previous_response_id: the session of that response
