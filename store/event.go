@@ -165,7 +165,7 @@ func queueInterrupt(b *pgx.Batch, ref TurnRef) error {
 // which a process sends at once) before it. The turn's row is locked
 // first, so a batch being recorded is waited for and included; then the
 // turn's webhook event is queued (unownedEndOutbox), and the turn is added
-// to its tenant's usage (usageTurnEnded) if it still runs. It queues four
+// to its tenant's usage (usageTurnEnding) if it still runs. It queues four
 // statements: the lock, the event, the usage, the record.
 func queueEnd(b *pgx.Batch, ref TurnRef, status TurnStatus, stop aap.Event) error {
 	stopEntry, err := encodeEvents([]aap.Event{stop})
@@ -184,7 +184,7 @@ func queueEnd(b *pgx.Batch, ref TurnRef, status TurnStatus, stop aap.Event) erro
 		return err
 	}
 	b.Queue(outbox.sql, outbox.args...)
-	usage := usageTurnEnded(ref, true)
+	usage := usageTurnEnding(ref)
 	b.Queue(usage.sql, usage.args...)
 	b.Queue(`
 		WITH batches AS (

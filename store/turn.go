@@ -857,14 +857,16 @@ func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) (SessionVers
 				reported_tokens = CASE WHEN $6 > 0 THEN $6 ELSE reported_tokens END,
 				reported_upto_seq = CASE WHEN $6 > 0 THEN $7 ELSE reported_upto_seq END
 			WHERE tenant_id = $1 AND id = $2 AND active_turn_id = $3
-			RETURNING xmin, updated_at
+			RETURNING xmin, updated_at, agent_name
 		), turn AS (
 			UPDATE turns SET status = $8, stop_reason = nullif($9, ''), error = nullif($10, ''), error_type = nullif($15, ''),
 				input_tokens = $11, output_tokens = $12, finished_at = now(), step = $13, events = $14::json,
 				pending = $5::json
 			WHERE tenant_id = $1 AND session_id = $2 AND id = $3 AND status = 'running' AND step < $13 AND attempts = $16
 			  AND EXISTS (SELECT 1 FROM claim)
-			RETURNING 1
+			RETURNING created_at
+		), usage AS (
+			` + usageEndSQL + `
 		), batches AS (
 			DELETE FROM turn_event_batches WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3
 			  AND EXISTS (SELECT 1 FROM turn)
@@ -879,7 +881,7 @@ func (s *Store) TurnFinish(ctx context.Context, p TurnFinishParams) (SessionVers
 	if err != nil {
 		return SessionVersion{}, err
 	}
-	version, err := s.turnWrite(ctx, p.Ref, p.Step, attempt, rows, false, []batchStmt{outbox, usageTurnEnded(p.Ref, false)}, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
+	version, err := s.turnWrite(ctx, p.Ref, p.Step, attempt, rows, false, []batchStmt{outbox}, guard, p.Ref.TenantID, p.Ref.SessionID, p.Ref.TurnID,
 		p.FirstSeq+int64(len(p.Messages))-1, jsonList(p.Pending), p.ContextTokens, p.ContextUpTo,
 		p.Status, p.StopReason, PgText(p.Error), p.InputTokens, p.OutputTokens, p.Step, log, p.ErrorType, attempt)
 	if err != nil {

@@ -34,12 +34,12 @@ type UsageRow struct {
 // worker's, running the statement for the coordinator) falls back to its
 // backend pid. The report adds the slots up, reading at most
 // usageSlotCount rows a day and agent however many turns there were. Each
-// turn is added once, in the transaction that ends it (TurnFinish,
-// queueEnd) or, if its session is deleted before it ends, in the
-// deletion's (deleteSession): a usage report reads usage_daily alone, and
-// deleting a session never shrinks it. Each condition is a statement of
-// its own, so that a prepared statement's generic plan reads the one turn
-// by its key.
+// turn is added once, in the transaction that ends it (TurnFinish's
+// guard, usageEndSQL; queueEnd) or, if its session is deleted before it
+// ends, in the deletion's (deleteSession): a usage report reads
+// usage_daily alone, and deleting a session never shrinks it. Each
+// condition is a statement of its own, so that a prepared statement's
+// generic plan reads the one turn by its key.
 var (
 	usageRollupHead = `
 	INSERT INTO usage_daily AS u (tenant_id, day, agent_name, slot, turns, input_tokens, output_tokens)
@@ -49,13 +49,25 @@ var (
 	FROM turns t JOIN sessions s ON s.tenant_id = t.tenant_id AND s.id = t.session_id
 	WHERE t.tenant_id = $1 AND t.session_id = $2 AND `
 	usageRollupTail = `
-	GROUP BY 1, 2, 3
+	GROUP BY 1, 2, 3` + usageAddSQL
+	// usageAddSQL adds a row inserted into usage_daily to the row of its
+	// day, agent and slot, if there is one.
+	usageAddSQL = `
 	ON CONFLICT (tenant_id, day, agent_name, slot) DO UPDATE SET
 		turns = u.turns + excluded.turns,
 		input_tokens = u.input_tokens + excluded.input_tokens,
 		output_tokens = u.output_tokens + excluded.output_tokens`
-	// usageTurnSQL adds turn $3.
-	usageTurnSQL = usageRollupHead + `t.id = $3` + usageRollupTail
+	// usageEndSQL adds the turn TurnFinish's guard ends, a statement of
+	// the guard (its CTE "usage"): its begin day from the guard's turn
+	// CTE, its agent from the claim CTE, its tokens $11 and $12 as the
+	// turn's update writes them. It adds nothing when the guard ends no
+	// turn (its transaction is voided then anyway). One statement fewer a
+	// turn than usageRollup's, and no join: the guard has read both rows.
+	usageEndSQL = `INSERT INTO usage_daily AS u (tenant_id, day, agent_name, slot, turns, input_tokens, output_tokens)
+			SELECT $1, (turn.created_at AT TIME ZONE 'UTC')::date, claim.agent_name,
+				coalesce(nullif(current_setting('` + usageSlotParam + `', true), '')::smallint, pg_backend_pid() % ` + strconv.Itoa(usageSlotCount) + `),
+				1, $11, $12
+			FROM turn, claim` + usageAddSQL
 	// usageRunningTurnSQL adds turn $3 if it still runs.
 	usageRunningTurnSQL = usageRollupHead + `t.id = $3 AND t.status = 'running'` + usageRollupTail
 	// usageRunningSQL adds the session's turn still running, if any.
@@ -85,17 +97,14 @@ func (s *usageSlots) next() string {
 	return strconv.Itoa(int(s.n.Add(1) % usageSlotCount))
 }
 
-// usageTurnEnded is the statement adding a turn that ends in the
-// transaction to its tenant's usage (usageRollup), once: queued after
-// TurnFinish's guard, which voids the transaction unless it is the turn's
-// end (running false); or, with running true, after the turn's row is
-// locked and before its end is written (queueEnd), which adds it only if
-// it still runs, so that the end that follows is the one that counts.
-func usageTurnEnded(ref TurnRef, running bool) batchStmt {
-	if running {
-		return batchStmt{sql: usageRunningTurnSQL, args: []any{ref.TenantID, ref.SessionID, ref.TurnID}}
-	}
-	return batchStmt{sql: usageTurnSQL, args: []any{ref.TenantID, ref.SessionID, ref.TurnID}}
+// usageTurnEnding is the statement adding a turn whose end the
+// transaction writes to its tenant's usage (usageRollup), once: queued
+// after the turn's row is locked and before its end is written (queueEnd),
+// it adds the turn only if it still runs, so that the end that follows is
+// the one that counts. (TurnFinish adds its turn in its guard:
+// usageEndSQL.)
+func usageTurnEnding(ref TurnRef) batchStmt {
+	return batchStmt{sql: usageRunningTurnSQL, args: []any{ref.TenantID, ref.SessionID, ref.TurnID}}
 }
 
 // usageSQL adds up a tenant's ($1) usage of the UTC days from $2 to $3
