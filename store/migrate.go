@@ -61,7 +61,11 @@ func migrate(ctx context.Context, db *sql.DB, progress func(MigrationStep)) (Mig
 	if err != nil {
 		return MigrateResult{}, err
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS, goose.WithSessionLocker(locker))
+	// Migrations are numbered as they are written and land as they are
+	// done: one numbered below a version a database has reached (00041
+	// landed after 00043) is applied, not refused.
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS, goose.WithSessionLocker(locker),
+		goose.WithAllowOutofOrder(true))
 	if err != nil {
 		return MigrateResult{}, fmt.Errorf("load migrations: %w", err)
 	}
