@@ -43,11 +43,13 @@ type UsageRow struct {
 var (
 	usageRollupHead = `
 	INSERT INTO usage_daily AS u (tenant_id, day, agent_name, slot, turns, input_tokens, output_tokens)
-	SELECT t.tenant_id, (t.created_at AT TIME ZONE 'UTC')::date, s.agent_name,
-		coalesce(nullif(current_setting('` + usageSlotParam + `', true), '')::smallint, pg_backend_pid() % ` + strconv.Itoa(usageSlotCount) + `),
+	SELECT t.tenant_id, (t.created_at AT TIME ZONE 'UTC')::date, s.agent_name, ` + usageSlotSQL + `,
 		count(*), sum(t.input_tokens), sum(t.output_tokens)
 	FROM turns t JOIN sessions s ON s.tenant_id = t.tenant_id AND s.id = t.session_id
 	WHERE t.tenant_id = $1 AND t.session_id = $2 AND `
+	// usageSlotSQL is the connection's slot: its setting, or its backend
+	// pid's remainder where it has none.
+	usageSlotSQL    = `coalesce(nullif(current_setting('` + usageSlotParam + `', true), '')::smallint, pg_backend_pid() % ` + strconv.Itoa(usageSlotCount) + `)`
 	usageRollupTail = `
 	GROUP BY 1, 2, 3` + usageAddSQL
 	// usageAddSQL adds a row inserted into usage_daily to the row of its
@@ -64,9 +66,7 @@ var (
 	// turn (its transaction is voided then anyway). One statement fewer a
 	// turn than usageRollup's, and no join: the guard has read both rows.
 	usageEndSQL = `INSERT INTO usage_daily AS u (tenant_id, day, agent_name, slot, turns, input_tokens, output_tokens)
-			SELECT $1, (turn.created_at AT TIME ZONE 'UTC')::date, claim.agent_name,
-				coalesce(nullif(current_setting('` + usageSlotParam + `', true), '')::smallint, pg_backend_pid() % ` + strconv.Itoa(usageSlotCount) + `),
-				1, $11, $12
+			SELECT $1, (turn.created_at AT TIME ZONE 'UTC')::date, claim.agent_name, ` + usageSlotSQL + `, 1, $11, $12
 			FROM turn, claim` + usageAddSQL
 	// usageRunningTurnSQL adds turn $3 if it still runs.
 	usageRunningTurnSQL = usageRollupHead + `t.id = $3 AND t.status = 'running'` + usageRollupTail

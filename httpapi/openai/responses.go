@@ -504,11 +504,7 @@ func (d *Door) startOn(r *http.Request, in *turnInput, key string, hash []byte) 
 	if err != nil {
 		return nil, store.Session{}, err
 	}
-	h, err := d.starter(in)(r.Context(), agents.StartParams{
-		TenantID: sess.TenantID, SessionID: sess.ID, Owner: httpapi.OwnerOf(r), Request: req,
-		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()), Labels: in.labels(),
-		ToolChoice: in.choice,
-	})
+	h, err := d.starter(in)(r.Context(), in.startParams(r, sess.TenantID, sess.ID, req, key, hash))
 	if err != nil && in.forked {
 		// The fork was made for this turn only.
 		d.forget(r, sess)
@@ -540,11 +536,9 @@ func (d *Door) startOnConversation(r *http.Request, in *turnInput, key string, h
 	if err != nil {
 		return nil, store.Session{}, err
 	}
-	h, err := d.starter(in)(r.Context(), agents.StartParams{
-		TenantID: httpapi.TenantOf(r), SessionID: id, Owner: httpapi.OwnerOf(r), Request: req,
-		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()), Labels: in.labels(),
-		ToolChoice: in.choice, Check: func(sess store.Session) error { return keepsAgent(sess, a) },
-	})
+	p := in.startParams(r, httpapi.TenantOf(r), id, req, key, hash)
+	p.Check = func(sess store.Session) error { return keepsAgent(sess, a) }
+	h, err := d.starter(in)(r.Context(), p)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, store.Session{}, notFound("conversation", "no conversation %q", id)
@@ -577,6 +571,16 @@ func keepsAgent(sess store.Session, a *agents.Agent) error {
 		return errAgentUnset
 	}
 	return invalid("model", "conversation %s runs agent %q, not %q: a conversation keeps its agent", sess.ID, sess.AgentName, a.Info.Name)
+}
+
+// startParams are the runner's parameters of the input's turn on a
+// session.
+func (in *turnInput) startParams(r *http.Request, tenantID, sessionID string, req aap.TurnRequest, key string, hash []byte) agents.StartParams {
+	return agents.StartParams{
+		TenantID: tenantID, SessionID: sessionID, Owner: httpapi.OwnerOf(r), Request: req,
+		IdempotencyKey: key, RequestHash: hash, RequestID: httpapi.RequestID(r.Context()), Labels: in.labels(),
+		ToolChoice: in.choice,
+	}
 }
 
 // starter is the runner's call that starts the input's turn: awaited
